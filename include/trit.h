@@ -1,0 +1,91 @@
+/* trit.h — the public API of libtrit. The CLI, the server and the benchmarks use only this.
+ *
+ * Data flows one way: file -> model (weights mapped, tokenizer) -> session (one sequence:
+ * KV cache and scratch) -> logits -> sampler -> tokens -> text.
+ * Functions that can fail take `char *err, size_t errlen` and fill it with one line. */
+#ifndef TRIT_H
+#define TRIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct trit_model trit_model;
+typedef struct trit_session trit_session;
+typedef struct trit_sampler trit_sampler;
+
+/* ---- model ---- */
+typedef struct {
+    int use_mmap;     /* default 1; 0 reads the file into memory (--no-mmap) */
+    int n_gpu_layers; /* accepted for compatibility; CPU builds ignore it */
+} trit_model_params;
+
+trit_model_params trit_model_default_params(void);
+trit_model *trit_model_load(const char *path, const trit_model_params *p, char *err, size_t errlen);
+void trit_model_free(trit_model *m);
+
+int trit_model_n_vocab(const trit_model *m);
+int trit_model_n_ctx_train(const trit_model *m);
+const char *trit_model_arch(const trit_model *m);
+/* One line such as "llama, 5 layers, dim 64, 0.26M params, F32" for logs. */
+const char *trit_model_desc(const trit_model *m);
+
+/* ---- tokenizer ---- */
+int32_t trit_token_bos(const trit_model *m); /* -1 when the vocabulary has none */
+int32_t trit_token_eos(const trit_model *m);
+int trit_token_is_eog(const trit_model *m, int32_t tok); /* end of generation (EOS, EOT, ...) */
+int trit_add_bos(const trit_model *m);                   /* whether prompts start with BOS */
+/* Tokenizes text; returns the token count, or -(needed count) when max_tokens is too small. */
+int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special,
+                  int parse_special, int32_t *tokens, int max_tokens);
+/* Bytes of one token's text (byte tokens decoded, SPM's U+2581 turned into spaces); with
+ * special = 0, control tokens render as nothing. Returns the length or -(needed length). */
+int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special);
+
+/* ---- session: one sequence over a loaded model ---- */
+typedef struct {
+    int n_ctx;     /* context length (KV cache size); 0 = the model's training context */
+    int n_threads; /* 0 = physical cores */
+} trit_session_params;
+
+trit_session_params trit_session_default_params(void);
+trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char *err, size_t errlen);
+void trit_session_free(trit_session *s);
+int trit_session_n_past(const trit_session *s);
+int trit_session_n_ctx(const trit_session *s);
+/* Forgets all tokens (the cache is reused). */
+void trit_session_reset(trit_session *s);
+/* Appends n tokens and evaluates them. logits (may be NULL) receives n_vocab floats for each
+ * token when all_logits != 0, otherwise for the last token only. Returns 0 or -1. */
+int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
+                      char *err, size_t errlen);
+
+/* ---- sampling (llama.cpp's names and defaults) ---- */
+typedef struct {
+    float temp;           /* 0.8; <= 0 means greedy */
+    int top_k;            /* 40; <= 0 disables */
+    float top_p;          /* 0.95; 1 disables */
+    float min_p;          /* 0.05; 0 disables */
+    float repeat_penalty; /* 1.0 = off */
+    int repeat_last_n;    /* 64; -1 = whole history */
+    uint64_t seed;        /* TRIT_DEFAULT_SEED picks one from the clock */
+} trit_sampler_params;
+
+#define TRIT_DEFAULT_SEED 0xFFFFFFFFu
+
+trit_sampler_params trit_sampler_default_params(void);
+trit_sampler *trit_sampler_new(const trit_sampler_params *p, int n_vocab);
+void trit_sampler_free(trit_sampler *s);
+/* Picks the next token from n_vocab logits (the array is not modified). */
+int32_t trit_sampler_sample(trit_sampler *s, const float *logits);
+/* Records a token (prompt or generated) in the repeat-penalty history. */
+void trit_sampler_accept(trit_sampler *s, int32_t tok);
+void trit_sampler_reset(trit_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,99 @@
+/* gguf: GGUF v2/v3 files as bytes: header, key/values, tensor infos, alignment, data.
+ * It knows nothing of models. Every count, length, offset and shape is checked against the
+ * file size (and for overflow) before use; a bad file gives one line naming file and problem.
+ * Tensor data are zero-copy views into the mapping. */
+#ifndef TRIT_GGUF_H
+#define TRIT_GGUF_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "util.h"
+
+enum gguf_vtype {
+    GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,
+    GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_U64 = 10,
+    GGUF_I64 = 11, GGUF_F64 = 12,
+};
+
+#define GGUF_MAX_DIMS 4
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+typedef struct {
+    uint64_t len;
+    char *str; /* NUL-terminated copy (may contain embedded NULs; len is authoritative) */
+} gguf_str;
+
+typedef struct {
+    char *key;
+    uint32_t type;     /* enum gguf_vtype */
+    uint32_t arr_type; /* element type when type == GGUF_ARRAY */
+    uint64_t n;        /* element count for arrays, 1 otherwise */
+    union {
+        uint64_t u64; int64_t i64; double f64; /* scalars, widened */
+        gguf_str str;                          /* GGUF_STRING */
+    } v;
+    const void *arr;   /* GGUF_ARRAY of numbers: the raw little-endian elements (in the map) */
+    gguf_str *strs;    /* GGUF_ARRAY of strings: n copies */
+} gguf_kv;
+
+typedef struct {
+    char *name;
+    uint32_t n_dims;
+    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] = row length; unused dims are 1 */
+    uint32_t type;             /* GGML type id */
+    uint64_t offset;           /* relative to the data section */
+    uint64_t size;             /* bytes */
+    const void *data;          /* view into the file */
+} gguf_tensor;
+
+typedef struct {
+    char *path;
+    uint32_t version;
+    uint64_t alignment;
+    size_t n_kv;
+    gguf_kv *kv;
+    size_t n_tensors;
+    gguf_tensor *tensors;
+    uint64_t data_offset; /* start of the data section in the file */
+    file_map map;
+} gguf_file;
+
+/* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set. */
+gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err);
+/* The same over a caller's buffer (not copied; must outlive the result). For fuzzing and tests. */
+gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err);
+void gguf_close(gguf_file *f);
+
+const gguf_kv *gguf_find(const gguf_file *f, const char *key);
+const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
+
+/* Typed getters. Return 1 when found and convertible, 0 when absent, -1 (with err) on a type
+ * mismatch or out-of-range value. Integers accept any integer type; floats accept F32/F64. */
+int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *err);
+int gguf_get_float(const gguf_file *f, const char *key, double *out, trit_err *err);
+int gguf_get_bool(const gguf_file *f, const char *key, int *out, trit_err *err);
+int gguf_get_str(const gguf_file *f, const char *key, const char **out, trit_err *err);
+/* Array element i as an integer / float (any numeric element type). */
+int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
+double gguf_arr_float(const gguf_kv *kv, uint64_t i);
+/* Byte size of one element of a numeric GGUF type, 0 for STRING/ARRAY/unknown. */
+size_t gguf_vtype_size(uint32_t t);
+const char *gguf_vtype_name(uint32_t t);
+
+/* ---- writer: builds a file from KVs and tensors; writes to PATH.tmp and renames on success. */
+typedef struct gguf_writer gguf_writer;
+
+gguf_writer *gguf_writer_new(uint32_t version, uint64_t alignment);
+void gguf_writer_free(gguf_writer *w);
+/* Adds a copy of kv (any type, arrays included). */
+int gguf_writer_add_kv(gguf_writer *w, const gguf_kv *kv, trit_err *err);
+int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v, trit_err *err);
+int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, trit_err *err);
+/* Adds a tensor; data (size bytes, which must equal the type's row bytes times rows) is
+ * referenced, not copied, until gguf_writer_write returns. */
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const int64_t *ne, const void *data, uint64_t size, trit_err *err);
+int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err);
+
+#endif

@@ -1,0 +1,38 @@
+/* tokenizer: vocabularies from GGUF `tokenizer.ggml.*` keys; encode and decode.
+ * SPM (`llama`) now; byte-level BPE (`gpt2`) joins later behind the same functions. */
+#ifndef TRIT_TOKENIZER_H
+#define TRIT_TOKENIZER_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "gguf.h"
+
+typedef struct vocab vocab;
+
+/* Token attributes, as tokenizer.ggml.token_type stores them. */
+enum token_type {
+    TOKEN_UNDEFINED = 0, TOKEN_NORMAL = 1, TOKEN_UNKNOWN = 2, TOKEN_CONTROL = 3,
+    TOKEN_USER_DEFINED = 4, TOKEN_UNUSED = 5, TOKEN_BYTE = 6,
+};
+
+/* Builds the vocabulary from f's metadata (copies what it needs; f may be closed after).
+ * NULL with err set when the keys are missing, inconsistent or of an unsupported model. */
+vocab *vocab_load(const gguf_file *f, trit_err *err);
+void vocab_free(vocab *v);
+
+int vocab_n_tokens(const vocab *v);
+int32_t vocab_bos(const vocab *v);     /* -1 if none */
+int32_t vocab_eos(const vocab *v);     /* -1 if none */
+int vocab_add_bos(const vocab *v);     /* tokenizer.ggml.add_bos_token, or the model's default */
+int vocab_add_eos(const vocab *v);
+int vocab_is_eog(const vocab *v, int32_t tok);
+int vocab_token_type(const vocab *v, int32_t tok);
+const char *vocab_token_text(const vocab *v, int32_t tok); /* raw text as stored */
+
+/* As trit_tokenize / trit_token_to_piece in trit.h. */
+int vocab_tokenize(const vocab *v, const char *text, size_t len, int add_special, int parse_special,
+                   int32_t *out, int max_out);
+int vocab_token_to_piece(const vocab *v, int32_t tok, char *buf, int size, int special);
+
+#endif

@@ -1,0 +1,55 @@
+/* types: the traits table. Codecs live in quants.c; this file only says what each id is. */
+#include "types.h"
+
+#include <strings.h>
+
+#include "quants.h"
+#include "util.h"
+
+static const type_traits traits[TYPE_COUNT] = {
+    [TYPE_F32] = {"F32", 1, 4, 0, 1, TYPE_F32, QUANT_FNS(f32)},
+    [TYPE_F16] = {"F16", 1, 2, 0, 1, TYPE_F16, QUANT_FNS(f16)},
+    [TYPE_BF16] = {"BF16", 1, 2, 0, 1, TYPE_BF16, QUANT_FNS(bf16)},
+    [TYPE_Q8_0] = {"Q8_0", 32, 34, 0, 1, TYPE_Q8_0, QUANT_FNS(q8_0)},
+    [TYPE_Q8_K] = {"Q8_K", 256, 292, 0, 0, TYPE_Q8_K, QUANT_FNS(q8_K)},
+    [TYPE_TQ1_0] = {"TQ1_0", 256, 54, 1, 1, TYPE_Q8_K, QUANT_FNS(tq1_0)},
+    [TYPE_TQ2_0] = {"TQ2_0", 256, 66, 1, 1, TYPE_Q8_K, QUANT_FNS(tq2_0)},
+    [TYPE_Q1_0] = {"Q1_0", 128, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q1_0)},
+    [TYPE_Q2_0] = {"Q2_0", 64, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q2_0)},
+    [TYPE_PQ2_0] = {"PQ2_0", 128, 34, 1, 1, TYPE_Q8_K, QUANT_FNS(pq2_0)},
+    [TYPE_PTQ1_0] = {"PTQ1_0", 128, 28, 1, 1, TYPE_Q8_0, QUANT_FNS(ptq1_0)},
+};
+
+/* Every id GGML ever assigned, for messages about files trit cannot run. */
+static const char *const ggml_names[] = {
+    "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
+    "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",
+    "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8",
+    "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", NULL,
+    "Q1_0", "Q2_0",
+};
+
+const type_traits *type_get(uint32_t id) {
+    if (id >= TYPE_COUNT || !traits[id].name) return NULL;
+    return &traits[id];
+}
+
+const char *type_name(uint32_t id) {
+    if (id < TYPE_COUNT && traits[id].name) return traits[id].name;
+    if (id < sizeof ggml_names / sizeof ggml_names[0]) return ggml_names[id];
+    return NULL;
+}
+
+int type_from_name(const char *name) {
+    for (int i = 0; i < TYPE_COUNT; i++)
+        if (traits[i].name && traits[i].weight && !strcasecmp(traits[i].name, name)) return i;
+    return -1;
+}
+
+uint64_t type_row_bytes(uint32_t id, int64_t n) {
+    const type_traits *t = type_get(id);
+    uint64_t bytes;
+    if (!t || n < 0 || n % t->blck) return 0;
+    if (!mul_ok((uint64_t)(n / t->blck), t->size, &bytes)) return 0;
+    return bytes;
+}

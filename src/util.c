@@ -1,0 +1,108 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fail(trit_err *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err) {
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return fail(err, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    if (size == 0) {
+        close(fd);
+        return fail(err, "%s: file is empty", path);
+    }
+    if (use_mmap) {
+        void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED) return fail(err, "%s: mmap: %s", path, strerror(errno));
+        m->data = p;
+        m->mapped = 1;
+    } else {
+        uint8_t *p = malloc(size);
+        if (!p) {
+            close(fd);
+            return fail(err, "%s: out of memory reading %zu bytes", path, size);
+        }
+        size_t got = 0;
+        while (got < size) {
+            ssize_t r = read(fd, p + got, size - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                free(p);
+                close(fd);
+                return fail(err, "%s: read failed", path);
+            }
+            got += (size_t)r;
+        }
+        close(fd);
+        m->data = p;
+    }
+    m->size = size;
+    return 0;
+}
+
+void file_map_close(file_map *m) {
+    if (!m->data) return;
+    if (m->mapped) munmap((void *)m->data, m->size);
+    else free((void *)m->data);
+    memset(m, 0, sizeof *m);
+}
+
+static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        float v = (float)man * (1.0f / 16777216.0f); /* man * 2^-24 */
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t f32_to_f16(float f) {
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0); /* inf / nan */
+    if (a >= 0x477ff000u) return sign | 0x7c00;                                  /* rounds to inf */
+    if (a < 0x38800000u) {                                                       /* subnormal or zero */
+        float v = bits_f32(a) * 16777216.0f;                                     /* x * 2^24 */
+        return sign | (uint16_t)lrintf(v);                                       /* ties to even */
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1); /* round to nearest even at bit 13 */
+    return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet nan, as ggml */
+    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}

@@ -1,0 +1,5 @@
+#include "test.h"
+
+const test_case cli_tests[] = {
+    {0},
+};

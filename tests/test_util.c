@@ -1,0 +1,5 @@
+#include "test.h"
+
+const test_case util_tests[] = {
+    {0},
+};
