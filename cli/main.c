@@ -1,2 +1,38 @@
+/* trit: the command-line entry point; dispatches to one subcommand. */
 #include <stdio.h>
-int main(void) { puts("trit"); return 0; }
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "generate text from a GGUF model"},
+    {"tokenize", cmd_tokenize, "print the tokens of a text"},
+    {"inspect", cmd_inspect, "show a GGUF file's metadata, tensors and ternary statistics"},
+    {"logits", cmd_logits, "write the raw logits of a token sequence"},
+    {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: trit COMMAND [options]   (trit COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "trit: unknown command '%s' (try trit --help)\n", argv[1]);
+    return 1;
+}

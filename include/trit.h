@@ -85,6 +85,12 @@ int32_t trit_sampler_sample(trit_sampler *s, const float *logits);
 void trit_sampler_accept(trit_sampler *s, int32_t tok);
 void trit_sampler_reset(trit_sampler *s);
 
+/* ---- files ---- */
+/* Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for every
+ * ternary tensor, the fraction of zero trits per tensor and per layer; json != 0 prints one JSON
+ * object instead. Returns 0, or -1 with err set when the file is not a valid GGUF. */
+int trit_inspect(const char *path, int use_mmap, int json, void *out_FILE, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

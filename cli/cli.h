@@ -1,0 +1,12 @@
+/* cli: one function per subcommand, each a thin shell over include/trit.h.
+ * Convention: a bad flag or file prints one line "trit <cmd>: ..." to stderr and returns 1. */
+#ifndef TRIT_CLI_H
+#define TRIT_CLI_H
+
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+
+#endif

@@ -1,0 +1,7 @@
+#include "cli.h"
+
+int cmd_run(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return 1;
+}
