@@ -7,6 +7,5 @@ int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
-int cmd_perplexity(int argc, char **argv);
 
 #endif

@@ -13,7 +13,6 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the tokens of a text"},
     {"inspect", cmd_inspect, "show a GGUF file's metadata, tensors and ternary statistics"},
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
-    {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,79 @@
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *arg_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "trit %s: %s needs a value\n", cmd, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int arg_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "trit %s: %s expects an integer in [%ld, %ld], got '%s'\n", cmd, flag, lo, hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int arg_float(const char *cmd, const char *flag, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "trit %s: %s expects a number in [%g, %g], got '%s'\n", cmd, flag, lo, hi, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!strcmp(s, "-1")) { /* llama.cpp's spelling of "random" */
+        *out = 0xFFFFFFFFu;
+        return 0;
+    }
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        fprintf(stderr, "trit %s: %s expects a non-negative integer, got '%s'\n", cmd, flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "trit %s: %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *buf = NULL;
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) fprintf(stderr, "trit %s: %s: not a seekable file\n", cmd, path);
+    else if ((size_t)size > max_bytes) fprintf(stderr, "trit %s: %s is larger than %zu bytes\n", cmd, path, max_bytes);
+    else if (!(buf = malloc((size_t)size + 1))) fprintf(stderr, "trit %s: out of memory\n", cmd);
+    else if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        fprintf(stderr, "trit %s: %s: read error\n", cmd, path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[size] = 0;
+        if (len) *len = (size_t)size;
+    }
+    return buf;
+}

@@ -1,0 +1,16 @@
+/* args: checked parsing of flag values; each prints one line and returns -1 on bad input. */
+#ifndef TRIT_ARGS_H
+#define TRIT_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The value after argv[*i] (advancing *i), or NULL with a message when missing. */
+const char *arg_value(const char *cmd, int argc, char **argv, int *i);
+int arg_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
+int arg_float(const char *cmd, const char *flag, const char *s, double lo, double hi, float *out);
+int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+/* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
+char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);
+
+#endif

@@ -1,7 +1,0 @@
-#include "cli.h"
-
-int cmd_perplexity(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return 1;
-}

@@ -1,0 +1,33 @@
+/* session: one sequence over a model — its KV cache, position and scratch, allocated once. */
+#ifndef TRIT_SESSION_H
+#define TRIT_SESSION_H
+
+#include "model.h"
+#include "util.h"
+
+struct session {
+    model *m;
+    int n_ctx, n_past, n_threads;
+    int n_batch;          /* tokens evaluated per pass */
+    float *k_cache;       /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    float *v_cache;       /* same */
+    /* scratch for one pass of up to n_batch tokens */
+    float *x, *xn;        /* [n_batch][n_embd] residual stream and its normalised copy */
+    float *q, *att;       /* [n_batch][n_head * head_dim] */
+    float *k, *v;         /* [n_batch][n_head_kv * head_dim] */
+    float *h1, *h2;       /* [n_batch][max(n_ff, n_embd)] */
+    float *scores;        /* [n_ctx] */
+    void *mm_scratch;     /* matmul_scratch_bytes(widest input) */
+    void *block;          /* the one allocation everything above lives in */
+};
+
+session *session_new(model *m, int n_ctx, int n_threads, trit_err *err);
+void session_free(session *s);
+/* Evaluates n tokens at positions n_past..; logits as trit_session_eval. */
+int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err);
+
+/* Per-architecture pass over nb <= n_batch tokens starting at s->n_past; writes the logits of
+ * token t to out[t] where out[t] is not NULL. */
+void llama_forward(session *s, const int32_t *tokens, int nb, float *const *out);
+
+#endif
