@@ -1,5 +1,209 @@
+/* Model tests: logits against the fork's golden dumps and mainline llama.cpp's reference. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "test.h"
+#include "trit.h"
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static trit_model *load(const char *path) {
+    char err[512];
+    trit_model *m = trit_model_load(path, NULL, err, sizeof err);
+    if (!m) test_failed(__FILE__, __LINE__, "%s", err);
+    return m;
+}
+
+typedef struct {
+    double max_abs;     /* largest |ours - golden| over all compared rows */
+    int rows, top1_ok;  /* rows compared, rows whose argmax agrees */
+    int top1_clear;     /* rows whose golden top-1 leads top-2 by more than the tolerance */
+    int top1_clear_ok;
+    int greedy_ok;      /* greedy runs reproduced token for token */
+} cmp_stats;
+
+/* Compares one row; margin = golden top-1 minus top-2 from the dump's top5. */
+static void cmp_row(cmp_stats *st, const float *ours, const float *gold, int nv, double margin, double tol) {
+    for (int i = 0; i < nv; i++) {
+        double d = fabs((double)ours[i] - gold[i]);
+        if (d > st->max_abs) st->max_abs = d;
+    }
+    int same = argmax(ours, nv) == argmax(gold, nv);
+    st->rows++;
+    st->top1_ok += same;
+    if (margin > 2 * tol) st->top1_clear++, st->top1_clear_ok += same;
+}
+
+/* Runs every sequence of a golden dump (prompt rows, then the greedy steps fed one by one). */
+static void golden_run(const char *model_file, const char *dump, double tol, cmp_stats *st) {
+    char path[256];
+    memset(st, 0, sizeof *st);
+    snprintf(path, sizeof path, "golden/logits/%s.json", dump);
+    json_error_t je;
+    json_t *js = json_load_file(shared_path(path), 0, &je);
+    snprintf(path, sizeof path, "golden/logits/%s.logits.f32", dump);
+    size_t gsize = 0;
+    float *gold = read_file(shared_path(path), &gsize);
+    snprintf(path, sizeof path, "golden/models/%s", model_file);
+    trit_model *m = load(shared_path(path));
+    if (!js || !gold || !m) goto out;
+    int nv = trit_model_n_vocab(m);
+    char err[512];
+    size_t i;
+    json_t *run;
+    json_array_foreach(json_object_get(js, "runs"), i, run) {
+        json_t *jt = json_object_get(run, "tokens"), *top5 = json_object_get(run, "top5");
+        int n = (int)json_array_size(jt);
+        int32_t toks[128];
+        if (n > 128) break;
+        for (int k = 0; k < n; k++) toks[k] = (int32_t)json_integer_value(json_array_get(jt, k));
+        size_t off = (size_t)json_integer_value(json_object_get(json_object_get(run, "prompt_logits"), "offset_floats"));
+        trit_session_params sp = {.n_ctx = 256};
+        trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+        float *lg = malloc((size_t)n * nv * sizeof(float));
+        if (!s || !lg || trit_session_eval(s, toks, n, lg, 1, err, sizeof err) ||
+            (off + (size_t)n * nv) * sizeof(float) > gsize) {
+            test_failed(__FILE__, __LINE__, "%s: evaluation failed: %s", dump, err);
+            trit_session_free(s), free(lg);
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            json_t *lv = json_object_get(json_array_get(top5, (size_t)k), "logits");
+            double margin = json_real_value(json_array_get(lv, 0)) - json_real_value(json_array_get(lv, 1));
+            cmp_row(st, lg + (size_t)k * nv, gold + off + (size_t)k * nv, nv, margin, tol);
+        }
+        /* Greedy: always feed the golden token, so later rows stay comparable. */
+        json_t *greedy = json_object_get(run, "greedy"), *steps = json_object_get(run, "greedy_step_logits");
+        int same = argmax(lg + (size_t)(n - 1) * nv, nv) == json_integer_value(json_array_get(greedy, 0));
+        float *row = lg;
+        size_t n_greedy = json_array_size(greedy);
+        for (size_t g = 0; g < n_greedy && (json_is_object(steps) || g + 1 < n_greedy); g++) {
+            int32_t tok = (int32_t)json_integer_value(json_array_get(greedy, g));
+            if (trit_session_eval(s, &tok, 1, row, 0, err, sizeof err)) break;
+            if (g + 1 < n_greedy) same &= argmax(row, nv) == json_integer_value(json_array_get(greedy, g + 1));
+            if (json_is_object(steps)) {
+                size_t so = (size_t)json_integer_value(json_object_get(steps, "offset_floats")) + g * nv;
+                if ((so + nv) * sizeof(float) <= gsize) cmp_row(st, row, gold + so, nv, 1.0, tol);
+            }
+        }
+        st->greedy_ok += same;
+        trit_session_free(s);
+        free(lg);
+    }
+out:
+    json_decref(js);
+    free(gold);
+    trit_model_free(m);
+}
+
+/* F32 with an f32 KV cache and plain softmax: the .f32kv dumps, to about 1e-5, same greedy text. */
+static void test_llama_f32_golden(void) {
+    cmp_stats st;
+    golden_run("tiny-llama-F32.gguf", "tiny-llama-F32.f32kv", 2e-5, &st);
+    CHECKF(st.rows == 104, "rows %d", st.rows);
+    CHECKF(st.max_abs <= 2e-5, "max |diff| %g", st.max_abs);
+    CHECKF(st.top1_ok == st.rows, "top-1 %d/%d", st.top1_ok, st.rows);
+    CHECKF(st.greedy_ok == 2, "greedy runs reproduced: %d/2", st.greedy_ok);
+    printf("    tiny-llama-F32: max |diff| %.2g over %d rows\n", st.max_abs, st.rows);
+}
+
+/* Quantized models: per-logit bound and top-1 wherever the fork's own margin is clear. */
+static void quant_golden(const char *name, double tol) {
+    char file[128];
+    snprintf(file, sizeof file, "%s.gguf", name);
+    cmp_stats st;
+    golden_run(file, name, tol, &st);
+    CHECKF(st.rows == 104, "%s: rows %d", name, st.rows);
+    CHECKF(st.max_abs <= tol, "%s: max |diff| %g > %g", name, st.max_abs, tol);
+    CHECKF(st.top1_clear_ok == st.top1_clear, "%s: top-1 %d/%d where the margin is clear", name, st.top1_clear_ok,
+           st.top1_clear);
+    printf("    %s: max |diff| %.2g, top-1 %d/%d (clear margins %d/%d), greedy %d/2\n", name, st.max_abs,
+           st.top1_ok, st.rows, st.top1_clear_ok, st.top1_clear, st.greedy_ok);
+}
+
+static void test_llama_q8_0_golden(void) { quant_golden("tiny-llama-Q8_0", 1e-3); }
+static void test_llama_tq1_0_golden(void) { quant_golden("tiny-llama-TQ1_0", 1e-3); }
+static void test_llama_tq2_0_golden(void) { quant_golden("tiny-llama-TQ2_0", 1e-3); }
+static void test_llama_pq2_0_golden(void) { quant_golden("tiny-llama-PQ2_0", 1e-3); }
+static void test_llama_ptq1_0_golden(void) { quant_golden("tiny-llama-PTQ1_0", 1e-3); }
+
+/* stories260K (trained): mainline llama.cpp's logits at 16 positions, within 1e-3 of the largest logit. */
+static void test_stories_reference_logits(void) {
+    json_error_t je;
+    json_t *js = json_load_file(shared_path("data/reference/stories260K.llamacpp-ref.json"), 0, &je);
+    trit_model *m = load(shared_path("data/models/stories260K.gguf"));
+    REQUIRE(js && m);
+    json_t *full = json_object_get(js, "full_logits"), *ids = json_object_get(full, "ids");
+    json_t *rows = json_object_get(full, "logits");
+    int n = (int)json_array_size(ids), nv = trit_model_n_vocab(m);
+    int32_t toks[64];
+    REQUIRE(n > 0 && n <= 64 && nv == 512);
+    for (int i = 0; i < n; i++) toks[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+    char err[512];
+    trit_session *s = trit_session_new(m, NULL, err, sizeof err);
+    float *lg = malloc((size_t)n * nv * sizeof(float));
+    REQUIRE(s && lg && !trit_session_eval(s, toks, n, lg, 1, err, sizeof err));
+    double max_diff = 0, max_abs = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < nv; j++) {
+            double ref = json_number_value(json_array_get(json_array_get(rows, (size_t)i), (size_t)j));
+            max_diff = fmax(max_diff, fabs(ref - lg[(size_t)i * nv + j]));
+            max_abs = fmax(max_abs, fabs(ref));
+        }
+    CHECKF(max_diff <= 1e-3 * max_abs, "max |diff| %g vs largest |logit| %g", max_diff, max_abs);
+    printf("    stories260K: max |diff| %.3g = %.2g of the largest |logit| %.1f\n", max_diff, max_diff / max_abs, max_abs);
+    free(lg);
+    trit_session_free(s);
+    trit_model_free(m);
+    json_decref(js);
+}
+
+/* stories260K: the reference's three greedy continuations, token for token. */
+static void test_stories_greedy(void) {
+    json_error_t je;
+    json_t *js = json_load_file(shared_path("data/reference/stories260K.llamacpp-ref.json"), 0, &je);
+    trit_model *m = load(shared_path("data/models/stories260K.gguf"));
+    REQUIRE(js && m);
+    size_t i;
+    json_t *c;
+    char err[512];
+    float lg[512];
+    json_array_foreach(json_object_get(js, "cases"), i, c) {
+        json_t *p = json_object_get(c, "prompt_ids"), *g = json_object_get(c, "greedy_ids");
+        int32_t toks[16];
+        int n = (int)json_array_size(p);
+        REQUIRE(n > 0 && n <= 16 && json_array_size(g) > 0);
+        for (int k = 0; k < n; k++) toks[k] = (int32_t)json_integer_value(json_array_get(p, (size_t)k));
+        trit_session *s = trit_session_new(m, NULL, err, sizeof err);
+        REQUIRE(s && !trit_session_eval(s, toks, n, lg, 0, err, sizeof err));
+        size_t k;
+        for (k = 0; k < json_array_size(g); k++) {
+            int32_t tok = argmax(lg, 512);
+            if (tok != json_integer_value(json_array_get(g, k))) break;
+            if (trit_session_eval(s, &tok, 1, lg, 0, err, sizeof err)) break;
+        }
+        CHECKF(k == json_array_size(g), "case %zu: diverged at token %zu of %zu", i, k, json_array_size(g));
+        trit_session_free(s);
+    }
+    trit_model_free(m);
+    json_decref(js);
+}
 
 const test_case model_tests[] = {
+    {"stories_reference_logits", test_stories_reference_logits},
+    {"stories_greedy", test_stories_greedy},
+    {"llama_f32_golden", test_llama_f32_golden},
+    {"llama_q8_0_golden", test_llama_q8_0_golden},
+    {"llama_tq1_0_golden", test_llama_tq1_0_golden},
+    {"llama_tq2_0_golden", test_llama_tq2_0_golden},
+    {"llama_pq2_0_golden", test_llama_pq2_0_golden},
+    {"llama_ptq1_0_golden", test_llama_ptq1_0_golden},
     {0},
 };
