@@ -15,7 +15,8 @@ static const struct {
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
 };
 
-static void usage(FILE *out) {
+static void usage(void) {
+    FILE *out = stdout;
     fprintf(out, "usage: trit COMMAND [options]   (trit COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].help);
@@ -23,11 +24,11 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "trit: missing command (try trit --help)\n");
         return 1;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout);
+        usage();
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -1,5 +1,154 @@
+/* CLI tests: run the trit binary as a user would and check its output and exit status. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "test.h"
 
+/* Runs "trit ARGS 2>ERRFILE"; returns the exit status, stdout in *out, stderr in *err. */
+static int trit(const char *args, char **out, char **err) {
+    char errfile[] = "/tmp/trit-cli-XXXXXX";
+    int fd = mkstemp(errfile);
+    if (fd < 0) return -1;
+    close(fd);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", trit_bin(), args, errfile);
+    int rc = run_cmd(cmd, out);
+    size_t n;
+    char *e = read_file(errfile, &n);
+    unlink(errfile);
+    if (err) *err = e;
+    else free(e);
+    return rc;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Every bad invocation: exit status 1 and exactly one line on stderr. */
+static void test_bad_input(void) {
+    const char *m = shared_path("data/models/stories260K.gguf");
+    char args[1024];
+    const char *cases[] = {
+        "", "frobnicate", "run", "run -m %s", "run -m %s -p hi --bogus", "run -m %s -p hi -n x",
+        "run -m %s -p hi --temp -1", "run -m /nonexistent.gguf -p hi", "run -m %s -p hi -c 99999999999",
+        "run -m README.md -p hi", "tokenize -m %s", "tokenize -p hi", "logits -m %s --tokens 1,x -o /tmp/x",
+        "logits -m %s --tokens 1,9999 -o /tmp/trit-cli-never", "inspect /nonexistent.gguf", "inspect README.md",
+        "inspect %s --bogus", "run -m %s -f /nonexistent.txt",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, cases[i], m);
+        char *out = NULL, *err = NULL;
+        int rc = trit(args, &out, &err);
+        CHECKF(rc == 1, "'trit %s' exited %d", args, rc);
+        CHECKF(err && count_lines(err) == 1, "'trit %s' printed %d lines on stderr:\n%s", args,
+               err ? count_lines(err) : -1, err ? err : "");
+        free(out);
+        free(err);
+    }
+}
+
+static void test_help(void) {
+    const char *cmds[] = {"--help", "run --help", "tokenize --help", "inspect --help", "logits --help"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *out = NULL;
+        int rc = trit(cmds[i], &out, NULL);
+        CHECKF(rc == 0 && out && strstr(out, "usage"), "trit %s: rc %d", cmds[i], rc);
+        free(out);
+    }
+}
+
+/* Greedy generation reproduces mainline llama.cpp's continuation of "Once upon a time". */
+static void test_run_greedy(void) {
+    json_error_t je;
+    json_t *js = json_load_file(shared_path("data/reference/stories260K.llamacpp-ref.json"), 0, &je);
+    REQUIRE(js);
+    json_t *c = json_array_get(json_object_get(js, "cases"), 1);
+    const char *want = json_string_value(json_object_get(c, "greedy_text"));
+    int n = (int)json_array_size(json_object_get(c, "greedy_ids"));
+    REQUIRE(want && n > 0);
+    char args[1024], *out = NULL, *err = NULL;
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n %d --temp 0",
+             shared_path("data/models/stories260K.gguf"), n);
+    int rc = trit(args, &out, &err);
+    CHECKF(rc == 0, "rc %d: %s", rc, err ? err : "");
+    size_t wl = strlen(want);
+    CHECKF(out && strlen(out) == wl + 1 && !strncmp(out, want, wl), "got:\n%s\nwant:\n%s", out ? out : "", want);
+    CHECKF(err && strstr(err, "t/s"), "no timing line: %s", err ? err : "");
+    free(out);
+    free(err);
+    /* --no-mmap and -ngl change nothing but a note on stderr */
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n %d --temp 0 --no-mmap -ngl 99",
+             shared_path("data/models/stories260K.gguf"), n);
+    rc = trit(args, &out, &err);
+    CHECKF(rc == 0 && out && !strncmp(out, want, wl), "--no-mmap -ngl: rc %d", rc);
+    CHECKF(err && strstr(err, "GPU"), "-ngl gives no note: %s", err ? err : "");
+    free(out);
+    free(err);
+    json_decref(js);
+}
+
+/* The same seed gives the same sampled text; another seed gives another. */
+static void test_run_seed(void) {
+    char args[1024], *a = NULL, *b = NULL, *c = NULL;
+    const char *m = shared_path("data/models/stories260K.gguf");
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 48 --temp 1.5 -s 42", m);
+    CHECK(trit(args, &a, NULL) == 0);
+    CHECK(trit(args, &b, NULL) == 0);
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 48 --temp 1.5 -s 7", m);
+    CHECK(trit(args, &c, NULL) == 0);
+    CHECK(a && b && c && !strcmp(a, b) && strcmp(a, c));
+    free(a), free(b), free(c);
+}
+
+static void test_tokenize_ids(void) {
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --ids", shared_path("data/models/stories260K.gguf"));
+    CHECK(trit(args, &out, NULL) == 0);
+    CHECKF(out && !strcmp(out, "[1, 403, 407, 261, 378]\n"), "got %s", out ? out : "");
+    free(out);
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon' --no-bos", shared_path("data/vocab/ggml-vocab-llama-spm.gguf"));
+    CHECK(trit(args, &out, NULL) == 0);
+    CHECKF(out && strstr(out, " -> '"), "got %s", out ? out : "");
+    free(out);
+}
+
+/* trit logits writes exactly the rows the golden dump holds for the same tokens. */
+static void test_logits_file(void) {
+    char args[1024], outp[] = "/tmp/trit-logits-XXXXXX";
+    int fd = mkstemp(outp);
+    REQUIRE(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args, "logits -m %s --tokens 1,15,27,300,42,7,99,100 -o %s",
+             shared_path("golden/models/tiny-llama-F32.gguf"), outp);
+    CHECK(trit(args, NULL, NULL) == 0);
+    size_t n = 0, gn = 0;
+    float *ours = read_file(outp, &n);
+    float *gold = read_file(shared_path("golden/logits/tiny-llama-F32.f32kv.logits.f32"), &gn);
+    unlink(outp);
+    REQUIRE(ours && gold);
+    CHECKF(n == 8 * 512 * sizeof(float), "wrote %zu bytes", n);
+    float max = 0;
+    for (size_t i = 0; i < n / sizeof(float) && i < gn / sizeof(float); i++) {
+        float d = ours[i] - gold[i];
+        if (d < 0) d = -d;
+        if (d > max) max = d;
+    }
+    CHECKF(max <= 2e-5f, "max |diff| %g", max);
+    free(ours);
+    free(gold);
+}
+
 const test_case cli_tests[] = {
+    {"bad_input", test_bad_input},
+    {"help", test_help},
+    {"run_greedy", test_run_greedy},
+    {"run_seed", test_run_seed},
+    {"tokenize_ids", test_tokenize_ids},
+    {"logits_file", test_logits_file},
     {0},
 };
