@@ -1,9 +1,11 @@
-/* types: the traits table. Codecs live in quants.c; this file only says what each id is. */
+/* types: the traits table (codecs live in quants.c and quants_ternary.c), plus the views that
+ * work on whole blocks: ternary codes and lossless PQ2_0 <-> PTQ1_0 transcoding. */
 #include "types.h"
 
 #include <strings.h>
 
 #include "quants.h"
+#include "quants_impl.h"
 #include "util.h"
 
 static const type_traits traits[TYPE_COUNT] = {
@@ -52,4 +54,50 @@ uint64_t type_row_bytes(uint32_t id, int64_t n) {
     if (!t || n < 0 || n % t->blck) return 0;
     if (!mul_ok((uint64_t)(n / t->blck), t->size, &bytes)) return 0;
     return bytes;
+}
+
+/* PQ2_0 -> PTQ1_0 block by block; -1 on code 3 (+2d), which has no trit. */
+static int pq2_0_to_ptq1_0(block_ptq1_0 *dst, const block_pq2_0 *src, int64_t nb) {
+    uint8_t codes[QK_PQ2_0];
+    for (int64_t i = 0; i < nb; i++) {
+        pq2_0_codes(&src[i], codes);
+        for (int j = 0; j < QK_PQ2_0; j++)
+            if (codes[j] > 2) return -1;
+        ptq1_0_pack(codes, src[i].d, &dst[i]);
+    }
+    return 0;
+}
+
+static void ptq1_0_to_pq2_0(block_pq2_0 *dst, const block_ptq1_0 *src, int64_t nb) {
+    uint8_t codes[QK_PTQ1_0];
+    for (int64_t i = 0; i < nb; i++) {
+        ptq1_0_codes(&src[i], codes);
+        pq2_0_pack(codes, src[i].d, &dst[i]);
+    }
+}
+
+int type_transcode(uint32_t dst_type, void *dst, uint32_t src_type, const void *src, int64_t n) {
+    _Static_assert(QK_PQ2_0 == QK_PTQ1_0, "PQ2_0 and PTQ1_0 share the group");
+    if (n < 0 || n % QK_PTQ1_0) return -1;
+    if (src_type == TYPE_PQ2_0 && dst_type == TYPE_PTQ1_0) return pq2_0_to_ptq1_0(dst, src, n / QK_PQ2_0);
+    if (src_type == TYPE_PTQ1_0 && dst_type == TYPE_PQ2_0) {
+        ptq1_0_to_pq2_0(dst, src, n / QK_PTQ1_0);
+        return 0;
+    }
+    return -1;
+}
+
+int type_block_codes(uint32_t type, const void *block, uint8_t *codes, float *d) {
+    uint16_t h;
+    int n;
+    switch (type) {
+    case TYPE_PQ2_0: pq2_0_codes(block, codes), h = ((const block_pq2_0 *)block)->d, n = QK_PQ2_0; break;
+    case TYPE_PTQ1_0: ptq1_0_codes(block, codes), h = ((const block_ptq1_0 *)block)->d, n = QK_PTQ1_0; break;
+    case TYPE_TQ1_0: tq1_0_codes(block, codes), h = ((const block_tq1_0 *)block)->d, n = QK_K; break;
+    case TYPE_TQ2_0: tq2_0_codes(block, codes), h = ((const block_tq2_0 *)block)->d, n = QK_K; break;
+    case TYPE_Q2_0: q2_0_codes(block, codes), h = ((const block_q2_0 *)block)->d, n = QK2_0; break;
+    default: return -1;
+    }
+    *d = f16_to_f32(h);
+    return n;
 }

@@ -1,5 +1,401 @@
+/* types: every codec against ../shared/golden/codec (README §3), the contract's self-checked
+ * vectors (bonsai2-contract.md §1.6), PQ2_0 <-> PTQ1_0 transcoding and hostile inputs. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quants.h"
+#include "quants_impl.h"
 #include "test.h"
+#include "types.h"
+#include "util.h"
+
+#define ROWS 4
+#define COLS 256
+
+/* Golden codec files: codec_<stem>.blocks.bin, .dequant.f32, .act_<act>_port.bin. */
+typedef struct {
+    uint32_t type;
+    const char *stem;
+    const char *act;
+} codec_case;
+
+static const codec_case cases[] = {
+    {TYPE_F16, "f16", "f16"},       {TYPE_BF16, "bf16", "bf16"},    {TYPE_Q8_0, "q8_0", "q8_0"},
+    {TYPE_TQ1_0, "tq1_0", "q8_K"},  {TYPE_TQ2_0, "tq2_0", "q8_K"},  {TYPE_Q1_0, "q1_0", "q8_0"},
+    {TYPE_Q2_0, "q2_0", "q8_0"},    {TYPE_PQ2_0, "pq2_0", "q8_K"},  {TYPE_PTQ1_0, "ptq1_0", "q8_0"},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* Worst tolerated distance of vec_dot from the oracle, in f32 ulps: the oracle ran ggml's AVX2
+ * kernels, whose float summation order differs from the generic formula used here. */
+#define VEC_DOT_MAX_ULPS 4
+
+static void *golden(const char *stem, const char *suffix, size_t want) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "golden/codec/codec_%s.%s", stem, suffix);
+    size_t size = 0;
+    void *p = read_file(shared_path(rel), &size);
+    if (p && size != want) {
+        test_failed(__FILE__, __LINE__, "%s: %zu bytes, expected %zu", rel, size, want);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static float *codec_floats(const char *name, size_t n) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "golden/codec/%s", name);
+    size_t size = 0;
+    float *p = read_file(shared_path(rel), &size);
+    if (p && size != n * sizeof(float)) {
+        test_failed(__FILE__, __LINE__, "%s: %zu bytes, expected %zu", rel, size, n * sizeof(float));
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t row_bytes(uint32_t type) { return (size_t)type_row_bytes(type, COLS); }
+
+/* Distance in representable f32 values between a and b (0 when bit-identical or both zeros). */
+static int64_t ulp_diff(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    int64_t oa = ia < 0 ? (int64_t)INT32_MIN - ia : ia, ob = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
+static void quantize_matches_golden(void) {
+    float *in = codec_floats("codec_input.f32", ROWS * COLS);
+    REQUIRE(in);
+    for (size_t c = 0; c < NCASES; c++) {
+        const type_traits *t = type_get(cases[c].type);
+        size_t rb = row_bytes(cases[c].type);
+        uint8_t *want = golden(cases[c].stem, "blocks.bin", ROWS * rb);
+        uint8_t *got = calloc(ROWS, rb);
+        if (!want || !got) { free(want); free(got); continue; }
+        for (int r = 0; r < ROWS; r++) {
+            t->quantize(in + r * COLS, got + r * rb, COLS);
+            CHECKF(!memcmp(got + r * rb, want + r * rb, rb), "%s row %d: quantized bytes differ", t->name, r);
+        }
+        free(want);
+        free(got);
+    }
+    free(in);
+}
+
+static void dequant_matches_golden(void) {
+    for (size_t c = 0; c < NCASES; c++) {
+        const type_traits *t = type_get(cases[c].type);
+        uint8_t *blocks = golden(cases[c].stem, "blocks.bin", ROWS * row_bytes(cases[c].type));
+        float *want = golden(cases[c].stem, "dequant.f32", ROWS * COLS * sizeof(float));
+        float *got = calloc(ROWS * COLS, sizeof(float));
+        if (blocks && want && got) {
+            t->to_float(blocks, got, ROWS * COLS);
+            CHECKF(!memcmp(got, want, ROWS * COLS * sizeof(float)), "%s: decoded floats differ", t->name);
+        }
+        free(blocks);
+        free(want);
+        free(got);
+    }
+}
+
+static void quantize_act_matches_golden(void) {
+    float *act = codec_floats("codec_act.f32", COLS);
+    REQUIRE(act);
+    for (size_t c = 0; c < NCASES; c++) {
+        const type_traits *t = type_get(cases[c].type), *a = type_get((uint32_t)t->vec_dot_type);
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "act_%s_port.bin", cases[c].act);
+        size_t rb = row_bytes((uint32_t)t->vec_dot_type);
+        uint8_t *want = golden(cases[c].stem, suffix, rb);
+        uint8_t *got = calloc(1, rb);
+        if (want && got) {
+            a->quantize_act(act, got, COLS);
+            CHECKF(!memcmp(got, want, rb), "%s activations (%s): bytes differ", a->name, t->name);
+        }
+        free(want);
+        free(got);
+    }
+    free(act);
+}
+
+/* The oracle's Q8_0 activations round ties to even; the reference quantizer rounds them away
+ * from zero. The golden act row is only reproduced by the former. */
+static void q8_0_act_differs_from_ref(void) {
+    float x[QK8_0] = {127.0f, 0.5f, 1.5f, -2.5f};
+    block_q8_0 ref, act;
+    q8_0_quantize(x, &ref, QK8_0);
+    q8_0_quantize_act(x, &act, QK8_0);
+    CHECK(ref.qs[1] == 1 && ref.qs[2] == 2 && ref.qs[3] == -3);
+    CHECK(act.qs[1] == 0 && act.qs[2] == 2 && act.qs[3] == -2);
+}
+
+static json_t *dots_json(void) {
+    json_error_t err;
+    json_t *root = json_load_file(shared_path("golden/codec/codec_dots_port.json"), 0, &err);
+    if (!root) test_failed(__FILE__, __LINE__, "codec_dots_port.json: %s", err.text);
+    return root;
+}
+
+static void vec_dot_matches_golden(void) {
+    json_t *root = dots_json();
+    REQUIRE(root);
+    float *act = codec_floats("codec_act.f32", COLS);
+    for (size_t c = 0; act && c < NCASES; c++) {
+        const type_traits *t = type_get(cases[c].type), *a = type_get((uint32_t)t->vec_dot_type);
+        size_t rb = row_bytes(cases[c].type);
+        uint8_t *w = golden(cases[c].stem, "blocks.bin", ROWS * rb);
+        uint8_t *q = calloc(1, row_bytes((uint32_t)t->vec_dot_type));
+        json_t *dots = json_object_get(json_object_get(root, cases[c].stem), "vec_dot");
+        CHECKF(json_array_size(dots) == ROWS, "%s: no vec_dot array", t->name);
+        if (w && q && json_array_size(dots) == ROWS) {
+            a->quantize_act(act, q, COLS);
+            for (int r = 0; r < ROWS; r++) {
+                float got = t->vec_dot(COLS, w + r * rb, q);
+                float want = (float)json_number_value(json_array_get(dots, (size_t)r));
+                int64_t d = ulp_diff(got, want);
+                CHECKF(d <= VEC_DOT_MAX_ULPS, "%s row %d: vec_dot %.9g, oracle %.9g (%lld ulps)", t->name, r,
+                       got, want, (long long)d);
+            }
+        }
+        free(w);
+        free(q);
+    }
+    free(act);
+    json_decref(root);
+}
+
+static void ptq1_0_and_pq2_0_decode_alike(void) {
+    float *a = golden("pq2_0", "dequant.f32", ROWS * COLS * sizeof(float));
+    float *b = golden("ptq1_0", "dequant.f32", ROWS * COLS * sizeof(float));
+    uint8_t *pq = golden("pq2_0", "blocks.bin", ROWS * row_bytes(TYPE_PQ2_0));
+    uint8_t *pt = golden("ptq1_0", "blocks.bin", ROWS * row_bytes(TYPE_PTQ1_0));
+    float *x = calloc(ROWS * COLS, sizeof(float)), *y = calloc(ROWS * COLS, sizeof(float));
+    if (a && b && pq && pt && x && y) {
+        CHECK(!memcmp(a, b, ROWS * COLS * sizeof(float)));
+        type_get(TYPE_PQ2_0)->to_float(pq, x, ROWS * COLS);
+        type_get(TYPE_PTQ1_0)->to_float(pt, y, ROWS * COLS);
+        CHECK(!memcmp(x, y, ROWS * COLS * sizeof(float)));
+    }
+    free(a), free(b), free(pq), free(pt), free(x), free(y);
+}
+
+static void hex(const uint8_t *p, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* Contract §1.6: codes e mod 3 (weights -1, 0, +1, ...) with d = 1.0. */
+static void contract_vectors(void) {
+    uint8_t codes[128];
+    for (int e = 0; e < 128; e++) codes[e] = (uint8_t)(e % 3);
+    block_ptq1_0 pt;
+    block_pq2_0 pq;
+    ptq1_0_pack(codes, 0x3c00, &pt);
+    pq2_0_pack(codes, 0x3c00, &pq);
+    char s[2 * sizeof pt + 1];
+    hex((const uint8_t *)&pt, sizeof pt, s);
+    CHECKF(!strcmp(s, "3194bb3194bb3194bb3194bb3194bb31cf456ccf456ccf45436c003c"), "PTQ1_0 vector: %s", s);
+    static const uint8_t pat[3] = {0x24, 0x49, 0x92};
+    const uint8_t *p = (const uint8_t *)&pq;
+    CHECK(p[0] == 0x00 && p[1] == 0x3c);
+    for (int i = 0; i < 32; i++) CHECKF(p[2 + i] == pat[i % 3], "PQ2_0 byte %d: %02x", i, p[2 + i]);
+    CHECK(p[33] == 0x49);
+    /* Both decode to the same weights. */
+    float x[128], y[128];
+    type_get(TYPE_PTQ1_0)->to_float(&pt, x, 128);
+    type_get(TYPE_PQ2_0)->to_float(&pq, y, 128);
+    CHECK(!memcmp(x, y, sizeof x));
+    for (int e = 0; e < 128; e++) CHECK(x[e] == (float)(e % 3 - 1));
+}
+
+/* All-zero weights: d = 0, every code 1 -> qs 24 x 0x80, qh 0x7f 0x7f, d 0x0000. */
+static void all_zero_block(void) {
+    float z[128] = {0};
+    block_ptq1_0 b;
+    type_get(TYPE_PTQ1_0)->quantize(z, &b, 128);
+    for (int i = 0; i < 24; i++) CHECK(b.qs[i] == 0x80);
+    CHECK(b.qh[0] == 0x7f && b.qh[1] == 0x7f && b.d == 0);
+    float y[128];
+    type_get(TYPE_PTQ1_0)->to_float(&b, y, 128);
+    for (int i = 0; i < 128; i++) CHECK(y[i] == 0.0f && !signbit(y[i]));
+}
+
+/* Every 5-trit value (in qs) and 4-trit value (in qh) survives pack/unpack, and the stored byte is
+ * ceil(v * 256 / 243) of the big-endian base-3 number. */
+static void all_trit_combinations_round_trip(void) {
+    for (int v = 0; v < 243; v++) {
+        uint8_t codes[128], back[128];
+        memset(codes, 1, sizeof codes);
+        static const int pow3[5] = {81, 27, 9, 3, 1};
+        for (int n = 0; n < 5; n++) codes[16 * n] = (uint8_t)(v / pow3[n] % 3);           /* qs[0] */
+        for (int n = 0; n < 4; n++) codes[120 + 2 * n] = (uint8_t)(v / 3 / pow3[n + 1] % 3); /* qh[0] */
+        block_ptq1_0 b;
+        ptq1_0_pack(codes, 0x3c00, &b);
+        CHECKF(b.qs[0] == (v * 256 + 242) / 243, "v=%d: qs[0] %02x", v, b.qs[0]);
+        CHECKF(b.qh[0] == (v / 3 * 3 * 256 + 242) / 243, "v=%d: qh[0] %02x", v, b.qh[0]);
+        ptq1_0_codes(&b, back);
+        CHECKF(!memcmp(codes, back, sizeof codes), "v=%d: codes do not round-trip", v);
+    }
+}
+
+/* The contract's element map (§1.6 table), checked one element at a time. */
+static void ptq1_0_element_map(void) {
+    for (int e = 0; e < 128; e++) {
+        uint8_t codes[128], back[128];
+        memset(codes, 1, sizeof codes);
+        codes[e] = 2;
+        block_ptq1_0 b;
+        ptq1_0_pack(codes, 0x3c00, &b);
+        int byte = e < 80 ? e % 16 : e < 120 ? 16 + (e - 80) % 8 : 24 + (e - 120) % 2;
+        for (int i = 0; i < 26; i++) {
+            uint8_t neutral = i < 24 ? 0x80 : 0x7f;
+            CHECKF((((const uint8_t *)&b)[i] != neutral) == (i == byte), "element %d touches byte %d", e, i);
+        }
+        ptq1_0_codes(&b, back);
+        CHECK(!memcmp(codes, back, sizeof codes));
+    }
+}
+
+static void transcode_golden(void) {
+    size_t npt = ROWS * row_bytes(TYPE_PTQ1_0), npq = ROWS * row_bytes(TYPE_PQ2_0);
+    uint8_t *pq = golden("pq2_0", "blocks.bin", npq), *pt = golden("ptq1_0", "blocks.bin", npt);
+    uint8_t *a = calloc(1, npt), *b = calloc(1, npq), *c = calloc(1, npt);
+    if (pq && pt && a && b && c) {
+        /* Both were quantized from the same floats with the same rule, and PQ2_0 never got code 3. */
+        CHECK(type_transcode(TYPE_PTQ1_0, a, TYPE_PQ2_0, pq, ROWS * COLS) == 0);
+        CHECK(!memcmp(a, pt, npt));
+        CHECK(type_transcode(TYPE_PQ2_0, b, TYPE_PTQ1_0, pt, ROWS * COLS) == 0);
+        CHECK(!memcmp(b, pq, npq));
+        CHECK(type_transcode(TYPE_PTQ1_0, c, TYPE_PQ2_0, b, ROWS * COLS) == 0);
+        CHECK(!memcmp(c, pt, npt));
+    }
+    free(pq), free(pt), free(a), free(b), free(c);
+}
+
+static void transcode_refuses(void) {
+    uint8_t codes[128];
+    memset(codes, 1, sizeof codes);
+    codes[77] = 3; /* +2d: no trit for it */
+    block_pq2_0 pq;
+    block_ptq1_0 pt;
+    pq2_0_pack(codes, 0x3c00, &pq);
+    CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 128) == -1);
+    CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 100) == -1);  /* not whole blocks */
+    CHECK(type_transcode(TYPE_TQ1_0, &pt, TYPE_PQ2_0, &pq, 256) == -1);   /* unsupported pair */
+    CHECK(type_transcode(TYPE_PQ2_0, &pq, TYPE_PQ2_0, &pq, 128) == -1);
+}
+
+static void block_codes(void) {
+    uint8_t *pq = golden("pq2_0", "blocks.bin", ROWS * row_bytes(TYPE_PQ2_0));
+    uint8_t *pt = golden("ptq1_0", "blocks.bin", ROWS * row_bytes(TYPE_PTQ1_0));
+    uint8_t *t1 = golden("tq1_0", "blocks.bin", ROWS * row_bytes(TYPE_TQ1_0));
+    uint8_t *t2 = golden("tq2_0", "blocks.bin", ROWS * row_bytes(TYPE_TQ2_0));
+    float *deq = golden("ptq1_0", "dequant.f32", ROWS * COLS * sizeof(float));
+    float *deq1 = golden("tq1_0", "dequant.f32", ROWS * COLS * sizeof(float));
+    if (pq && pt && t1 && t2 && deq && deq1) {
+        for (int blk = 0; blk < ROWS * COLS / 128; blk++) {
+            uint8_t ca[128], cb[128];
+            float da, db;
+            CHECK(type_block_codes(TYPE_PQ2_0, pq + 34 * blk, ca, &da) == 128);
+            CHECK(type_block_codes(TYPE_PTQ1_0, pt + 28 * blk, cb, &db) == 128);
+            CHECK(!memcmp(ca, cb, 128) && da == db);
+            for (int j = 0; j < 128; j++) CHECK(deq[128 * blk + j] == (float)(cb[j] - 1) * db);
+        }
+        for (int blk = 0; blk < ROWS; blk++) {
+            uint8_t ca[256], cb[256];
+            float da, db;
+            CHECK(type_block_codes(TYPE_TQ1_0, t1 + 54 * blk, ca, &da) == 256);
+            CHECK(type_block_codes(TYPE_TQ2_0, t2 + 66 * blk, cb, &db) == 256);
+            CHECK(!memcmp(ca, cb, 256) && da == db);
+            for (int j = 0; j < 256; j++) CHECK(deq1[256 * blk + j] == (float)(ca[j] - 1) * da);
+        }
+    }
+    uint8_t c[256];
+    float d;
+    CHECK(type_block_codes(TYPE_Q8_0, pq ? pq : c, c, &d) == -1);
+    free(pq), free(pt), free(t1), free(t2), free(deq), free(deq1);
+}
+
+static void f32_is_identity(void) {
+    float x[4] = {1.5f, -0.0f, 3e38f, 1e-45f}, y[4], z[4];
+    const type_traits *t = type_get(TYPE_F32);
+    t->quantize(x, y, 4);
+    t->to_float(y, z, 4);
+    CHECK(!memcmp(x, z, sizeof x));
+    float a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
+    CHECK(t->vec_dot(3, a, b) == 32.0f);
+}
+
+/* Hostile rows: every quantizer and quantize_act must stay defined (run under UBSan) and keep
+ * finite rows' scales finite. NaN/inf values turn into some code; which one is unspecified. */
+static void fill_hostile(float *x, int n) {
+    const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, -0.0f, 1e-45f, 3.4e38f, -3.4e38f};
+    for (int i = 0; i < n; i++) x[i] = specials[i % 8] * (i % 3 ? 1.0f : -1.0f);
+}
+
+/* Hostile rows: every quantizer, quantize_act and vec_dot must stay defined (run under UBSan).
+ * NaN/inf values turn into some code; which one is unspecified. An outlier row (25 among small
+ * integers) must decode to finite values. */
+static void hostile_inputs_are_defined(void) {
+    static float x[512], back[512];
+    static uint8_t out[4096], act[4096];
+    const uint32_t ids[] = {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_Q8_K, TYPE_TQ1_0,
+                            TYPE_TQ2_0, TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const type_traits *t = type_get(ids[k]), *a = type_get((uint32_t)t->vec_dot_type);
+        REQUIRE(t && type_row_bytes(ids[k], 512) <= sizeof out);
+        fill_hostile(x, 512);
+        t->quantize(x, out, 512);
+        t->to_float(out, back, 512);
+        t->quantize_act(x, out, 512);
+        a->quantize_act(x, act, 512);
+        (void)t->vec_dot(512, out, act);
+        for (int i = 0; i < 512; i++) x[i] = i == 17 ? 25.0f : (float)(i % 7) - 3.0f;
+        t->quantize(x, out, 512);
+        t->to_float(out, back, 512);
+        for (int i = 0; i < 512; i++) CHECKF(isfinite(back[i]), "%s: element %d not finite", t->name, i);
+    }
+}
+
+/* -0 inputs quantize like +0 (the scale is max|x|, never -0) and zero rows decode to +0. */
+static void zero_and_negative_zero(void) {
+    float pz[256] = {0}, nz[256];
+    for (int i = 0; i < 256; i++) nz[i] = -0.0f;
+    const uint32_t ids[] = {TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0, TYPE_Q8_K};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const type_traits *t = type_get(ids[k]);
+        uint8_t a[512], b[512];
+        float y[256];
+        size_t rb = (size_t)type_row_bytes(ids[k], 256);
+        t->quantize(pz, a, 256);
+        t->quantize(nz, b, 256);
+        CHECKF(!memcmp(a, b, rb), "%s: -0 row quantizes differently", t->name);
+        t->to_float(a, y, 256);
+        for (int i = 0; i < 256; i++) CHECKF(y[i] == 0.0f, "%s: zero row decodes to %g", t->name, y[i]);
+    }
+}
 
 const test_case types_tests[] = {
+    {"quantize_matches_golden", quantize_matches_golden},
+    {"dequant_matches_golden", dequant_matches_golden},
+    {"quantize_act_matches_golden", quantize_act_matches_golden},
+    {"q8_0_act_differs_from_ref", q8_0_act_differs_from_ref},
+    {"vec_dot_matches_golden", vec_dot_matches_golden},
+    {"ptq1_0_and_pq2_0_decode_alike", ptq1_0_and_pq2_0_decode_alike},
+    {"contract_vectors", contract_vectors},
+    {"all_zero_block", all_zero_block},
+    {"all_trit_combinations_round_trip", all_trit_combinations_round_trip},
+    {"ptq1_0_element_map", ptq1_0_element_map},
+    {"transcode_golden", transcode_golden},
+    {"transcode_refuses", transcode_refuses},
+    {"block_codes", block_codes},
+    {"f32_is_identity", f32_is_identity},
+    {"hostile_inputs_are_defined", hostile_inputs_are_defined},
+    {"zero_and_negative_zero", zero_and_negative_zero},
     {0},
 };

@@ -1,0 +1,62 @@
+/* quants_impl: block layouts and helpers shared by the codec files (quants.c, quants_ternary.c)
+ * and the code views in types.c. Layouts: ../shared/docs/bonsai2-contract.md §1; f16 fields are
+ * raw IEEE binary16 bits, everything little-endian. Internal to the library. */
+#ifndef TRIT_QUANTS_IMPL_H
+#define TRIT_QUANTS_IMPL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#define QK8_0 32
+#define QK_K 256
+#define QK1_0 128
+#define QK2_0 64
+#define QK_PQ2_0 128
+#define QK_PTQ1_0 128
+
+typedef struct { uint16_t d; int8_t qs[QK8_0]; } block_q8_0;
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K;
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; } block_tq1_0;
+typedef struct { uint8_t qs[64]; uint16_t d; } block_tq2_0;
+typedef struct { uint16_t d; uint8_t qs[QK1_0 / 8]; } block_q1_0;
+typedef struct { uint16_t d; uint8_t qs[QK2_0 / 4]; } block_q2_0;
+typedef struct { uint16_t d; uint8_t qs[QK_PQ2_0 / 4]; } block_pq2_0;
+typedef struct { uint8_t qs[24]; uint8_t qh[2]; uint16_t d; } block_ptq1_0;
+
+_Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block is 34 bytes");
+_Static_assert(sizeof(block_q8_K) == 292, "Q8_K block is 292 bytes");
+_Static_assert(sizeof(block_tq1_0) == 54, "TQ1_0 block is 54 bytes");
+_Static_assert(sizeof(block_tq2_0) == 66, "TQ2_0 block is 66 bytes");
+_Static_assert(sizeof(block_q1_0) == 18, "Q1_0 block is 18 bytes");
+_Static_assert(sizeof(block_q2_0) == 18, "Q2_0 block is 18 bytes");
+_Static_assert(sizeof(block_pq2_0) == 34, "PQ2_0 block is 34 bytes");
+_Static_assert(sizeof(block_ptq1_0) == 28, "PTQ1_0 block is 28 bytes");
+
+/* Largest |x| over n values, compared as ggml's MAX macro does (a NaN only sticks when last). */
+static inline float absmax(const float *x, int n) {
+    float m = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float a = fabsf(x[j]);
+        m = m > a ? m : a;
+    }
+    return m;
+}
+
+/* Ternary code of v = x/d: lroundf(v) + 1 clamped to 0..2, decided by comparisons so that
+ * NaN (-> 1) and infinities never reach a float-to-int conversion. */
+static inline uint8_t trit_code(float v) {
+    return v >= 0.5f ? 2 : v <= -0.5f ? 0 : 1;
+}
+
+/* Codes (value/d + 1, in 0..3) of one block, in element order. */
+void tq1_0_codes(const block_tq1_0 *b, uint8_t *codes);
+void tq2_0_codes(const block_tq2_0 *b, uint8_t *codes);
+void q2_0_codes(const block_q2_0 *b, uint8_t *codes);
+void pq2_0_codes(const block_pq2_0 *b, uint8_t *codes);
+void ptq1_0_codes(const block_ptq1_0 *b, uint8_t *codes);
+
+/* Packs 128 codes (0..2 for PTQ1_0, 0..3 for PQ2_0) with the raw f16 scale bits d. */
+void pq2_0_pack(const uint8_t *codes, uint16_t d, block_pq2_0 *b);
+void ptq1_0_pack(const uint8_t *codes, uint16_t d, block_ptq1_0 *b);
+
+#endif
