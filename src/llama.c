@@ -77,36 +77,6 @@ int llama_load(model *m, trit_err *err) {
     return 0;
 }
 
-/* Causal attention of the nb new tokens against the cache (which already holds them). */
-static void attention(session *s, int il, int nb) {
-    const hparams *hp = &s->m->hp;
-    int hd = hp->head_dim, kvdim = hp->n_head_kv * hd, group = hp->n_head / hp->n_head_kv;
-    const float *kc = s->k_cache + (size_t)il * s->n_ctx * kvdim;
-    const float *vc = s->v_cache + (size_t)il * s->n_ctx * kvdim;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int t = 0; t < nb; t++) {
-        int n_keys = s->n_past + t + 1;
-        for (int h = 0; h < hp->n_head; h++) {
-            const float *q = s->q + ((size_t)t * hp->n_head + h) * hd;
-            int kvh = h / group;
-            for (int j = 0; j < n_keys; j++) {
-                const float *k = kc + (size_t)j * kvdim + kvh * hd;
-                float dot = 0;
-                for (int i = 0; i < hd; i++) dot += q[i] * k[i];
-                s->scores[j] = dot * scale;
-            }
-            softmax(s->scores, n_keys);
-            float *out = s->att + ((size_t)t * hp->n_head + h) * hd;
-            for (int i = 0; i < hd; i++) out[i] = 0;
-            for (int j = 0; j < n_keys; j++) {
-                const float *v = vc + (size_t)j * kvdim + kvh * hd;
-                float p = s->scores[j];
-                for (int i = 0; i < hd; i++) out[i] += p * v[i];
-            }
-        }
-    }
-}
-
 static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
@@ -127,11 +97,12 @@ void llama_forward(session *s, const int32_t *tokens, int nb, float *const *out)
             int pos = s->n_past + t;
             rope(s->q + (size_t)t * hp->n_head * hd, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
             rope(s->k + (size_t)t * kvdim, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
-            size_t at = ((size_t)il * s->n_ctx + pos) * kvdim;
-            memcpy(s->k_cache + at, s->k + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
-            memcpy(s->v_cache + at, s->v + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
+            kv_store(&s->kv, il, pos, s->k + (size_t)t * kvdim, s->v + (size_t)t * kvdim);
         }
-        attention(s, il, nb);
+        for (int t = 0; t < nb; t++) {
+            size_t at = (size_t)t * hp->n_head * hd;
+            kv_attend(&s->kv, il, s->q + at, s->n_past + t + 1, s->att + at, s->scores);
+        }
         matmul(&L->wo, s->att, s->xn, nb, s->mm_scratch);
         add_rows(s->x, s->xn, (size_t)nb * E);
 

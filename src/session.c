@@ -22,8 +22,9 @@ static size_t layout(session *s, float *base) {
     size_t kvdim = (size_t)hp->n_head_kv * hp->head_dim, qdim = (size_t)hp->n_head * hp->head_dim;
     size_t wide = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
     size_t widest_in = wide > qdim ? wide : qdim;
-    s->k_cache = carve(base, &cur, (size_t)hp->n_layer * s->n_ctx * kvdim);
-    s->v_cache = carve(base, &cur, (size_t)hp->n_layer * s->n_ctx * kvdim);
+    size_t kv_floats = kv_cache_bytes(&s->kv) / sizeof(float) + 1;
+    s->kv.k = carve(base, &cur, kv_floats);
+    s->kv.v = carve(base, &cur, kv_floats);
     s->x = carve(base, &cur, nb * hp->n_embd);
     s->xn = carve(base, &cur, nb * hp->n_embd);
     s->q = carve(base, &cur, nb * qdim);
@@ -32,12 +33,12 @@ static size_t layout(session *s, float *base) {
     s->v = carve(base, &cur, nb * kvdim);
     s->h1 = carve(base, &cur, nb * wide);
     s->h2 = carve(base, &cur, nb * wide);
-    s->scores = carve(base, &cur, (size_t)s->n_ctx);
+    s->scores = carve(base, &cur, (size_t)(s->n_ctx > 2 * hp->head_dim ? s->n_ctx : 2 * hp->head_dim));
     s->mm_scratch = carve(base, &cur, matmul_scratch_bytes((int64_t)widest_in) / sizeof(float) + 1);
     return cur;
 }
 
-session *session_new(model *m, int n_ctx, int n_threads, trit_err *err) {
+session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
     if (!model_has_weights(m)) {
         fail(err, "%s: the file has no weights (vocabulary only)", m->file->path);
         return NULL;
@@ -56,6 +57,9 @@ session *session_new(model *m, int n_ctx, int n_threads, trit_err *err) {
     s->n_ctx = n_ctx;
     s->n_threads = n_threads;
     s->n_batch = SESSION_BATCH;
+    const hparams *hp = &m->hp;
+    kv_cache kv = {kv_f16, n_ctx, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    s->kv = kv;
     size_t n = layout(s, NULL);
     s->block = calloc(n, sizeof(float));
     if (!s->block) {

@@ -2,6 +2,7 @@
 #ifndef TRIT_SESSION_H
 #define TRIT_SESSION_H
 
+#include "attn.h"
 #include "model.h"
 #include "util.h"
 
@@ -9,19 +10,19 @@ struct session {
     model *m;
     int n_ctx, n_past, n_threads;
     int n_batch;          /* tokens evaluated per pass */
-    float *k_cache;       /* [n_layer][n_ctx][n_head_kv * head_dim] */
-    float *v_cache;       /* same */
+    kv_cache kv;
     /* scratch for one pass of up to n_batch tokens */
     float *x, *xn;        /* [n_batch][n_embd] residual stream and its normalised copy */
     float *q, *att;       /* [n_batch][n_head * head_dim] */
     float *k, *v;         /* [n_batch][n_head_kv * head_dim] */
     float *h1, *h2;       /* [n_batch][max(n_ff, n_embd)] */
-    float *scores;        /* [n_ctx] */
+    float *scores;        /* attention scratch: max(n_ctx, 2 * head_dim) */
     void *mm_scratch;     /* matmul_scratch_bytes(widest input) */
     void *block;          /* the one allocation everything above lives in */
 };
 
-session *session_new(model *m, int n_ctx, int n_threads, trit_err *err);
+/* kv_f16: keep the KV cache in f16 (llama.cpp's default) rather than f32. */
+session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *err);
 void session_free(session *s);
 /* Evaluates n tokens at positions n_past..; logits as trit_session_eval. */
 int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err);

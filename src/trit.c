@@ -71,7 +71,7 @@ int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, i
 }
 
 trit_session_params trit_session_default_params(void) {
-    trit_session_params p = {.n_ctx = 0, .n_threads = 0};
+    trit_session_params p = {.n_ctx = 0, .n_threads = 0, .kv_f32 = 0};
     return p;
 }
 
@@ -84,7 +84,7 @@ trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    ts->s = session_new(m->m, p->n_ctx, p->n_threads, &e);
+    ts->s = session_new(m->m, p->n_ctx, p->n_threads, !p->kv_f32, &e);
     if (!ts->s) {
         copy_err(&e, err, errlen);
         free(ts);

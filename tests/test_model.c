@@ -42,9 +42,10 @@ static void cmp_row(cmp_stats *st, const float *ours, const float *gold, int nv,
 }
 
 /* Runs every sequence of a golden dump (prompt rows, then the greedy steps fed one by one). */
-static void golden_run(const char *model_file, const char *dump, double tol, cmp_stats *st) {
+static void golden_run(const char *model_file, const char *dump, double tol, cmp_stats st[2]) {
+    int kv_f32 = strstr(dump, ".f32kv") != NULL;
     char path[256];
-    memset(st, 0, sizeof *st);
+    memset(st, 0, 2 * sizeof *st);
     snprintf(path, sizeof path, "golden/logits/%s.json", dump);
     json_error_t je;
     json_t *js = json_load_file(shared_path(path), 0, &je);
@@ -59,13 +60,14 @@ static void golden_run(const char *model_file, const char *dump, double tol, cmp
     size_t i;
     json_t *run;
     json_array_foreach(json_object_get(js, "runs"), i, run) {
+        if (i >= 2) break;
         json_t *jt = json_object_get(run, "tokens"), *top5 = json_object_get(run, "top5");
         int n = (int)json_array_size(jt);
         int32_t toks[128];
         if (n > 128) break;
         for (int k = 0; k < n; k++) toks[k] = (int32_t)json_integer_value(json_array_get(jt, k));
         size_t off = (size_t)json_integer_value(json_object_get(json_object_get(run, "prompt_logits"), "offset_floats"));
-        trit_session_params sp = {.n_ctx = 256};
+        trit_session_params sp = {.n_ctx = 256, .kv_f32 = kv_f32};
         trit_session *s = trit_session_new(m, &sp, err, sizeof err);
         float *lg = malloc((size_t)n * nv * sizeof(float));
         if (!s || !lg || trit_session_eval(s, toks, n, lg, 1, err, sizeof err) ||
@@ -77,7 +79,7 @@ static void golden_run(const char *model_file, const char *dump, double tol, cmp
         for (int k = 0; k < n; k++) {
             json_t *lv = json_object_get(json_array_get(top5, (size_t)k), "logits");
             double margin = json_real_value(json_array_get(lv, 0)) - json_real_value(json_array_get(lv, 1));
-            cmp_row(st, lg + (size_t)k * nv, gold + off + (size_t)k * nv, nv, margin, tol);
+            cmp_row(&st[i], lg + (size_t)k * nv, gold + off + (size_t)k * nv, nv, margin, tol);
         }
         /* Greedy: always feed the golden token, so later rows stay comparable. */
         json_t *greedy = json_object_get(run, "greedy"), *steps = json_object_get(run, "greedy_step_logits");
@@ -90,10 +92,10 @@ static void golden_run(const char *model_file, const char *dump, double tol, cmp
             if (g + 1 < n_greedy) same &= argmax(row, nv) == json_integer_value(json_array_get(greedy, g + 1));
             if (json_is_object(steps)) {
                 size_t so = (size_t)json_integer_value(json_object_get(steps, "offset_floats")) + g * nv;
-                if ((so + nv) * sizeof(float) <= gsize) cmp_row(st, row, gold + so, nv, 1.0, tol);
+                if ((so + nv) * sizeof(float) <= gsize) cmp_row(&st[i], row, gold + so, nv, 1.0, tol);
             }
         }
-        st->greedy_ok += same;
+        st[i].greedy_ok += same;
         trit_session_free(s);
         free(lg);
     }
@@ -105,34 +107,46 @@ out:
 
 /* F32 with an f32 KV cache and plain softmax: the .f32kv dumps, to about 1e-5, same greedy text. */
 static void test_llama_f32_golden(void) {
-    cmp_stats st;
-    golden_run("tiny-llama-F32.gguf", "tiny-llama-F32.f32kv", 2e-5, &st);
-    CHECKF(st.rows == 104, "rows %d", st.rows);
-    CHECKF(st.max_abs <= 2e-5, "max |diff| %g", st.max_abs);
-    CHECKF(st.top1_ok == st.rows, "top-1 %d/%d", st.top1_ok, st.rows);
-    CHECKF(st.greedy_ok == 2, "greedy runs reproduced: %d/2", st.greedy_ok);
-    printf("    tiny-llama-F32: max |diff| %.2g over %d rows\n", st.max_abs, st.rows);
+    cmp_stats st[2];
+    golden_run("tiny-llama-F32.gguf", "tiny-llama-F32.f32kv", 2e-5, st);
+    for (int r = 0; r < 2; r++) {
+        CHECKF(st[r].rows == (r ? 64 : 40), "rows %d", st[r].rows);
+        CHECKF(st[r].max_abs <= 2e-5, "max |diff| %g", st[r].max_abs);
+        CHECKF(st[r].top1_ok == st[r].rows, "top-1 %d/%d", st[r].top1_ok, st[r].rows);
+        CHECKF(st[r].greedy_ok == 1, "greedy run %d not reproduced", r);
+        printf("    tiny-llama-F32 (f32 KV) run %d: max |diff| %.2g over %d rows\n", r, st[r].max_abs, st[r].rows);
+    }
 }
 
-/* Quantized models: per-logit bound and top-1 wherever the fork's own margin is clear. */
-static void quant_golden(const char *name, double tol) {
+/* Models run with llama.cpp's default f16 KV cache, whose flash-attention arithmetic attn.c
+ * reproduces. What remains is summation order: ggml's SIMD kernels add in another order than the
+ * reference dot products, and once a last-bit difference flips one int8 activation rounding the
+ * logits move by ~1e-2 (exact agreement holds until then: seq_a's prompt rows match to ~1e-7 for
+ * every type). So quantized models are held to the golden README's per-logit bound of 5e-2, top-1
+ * wherever the oracle's own top-2 margin exceeds twice that, and seq_a's greedy continuation. */
+static void golden_default(const char *name, double tol) {
     char file[128];
     snprintf(file, sizeof file, "%s.gguf", name);
-    cmp_stats st;
-    golden_run(file, name, tol, &st);
-    CHECKF(st.rows == 104, "%s: rows %d", name, st.rows);
-    CHECKF(st.max_abs <= tol, "%s: max |diff| %g > %g", name, st.max_abs, tol);
-    CHECKF(st.top1_clear_ok == st.top1_clear, "%s: top-1 %d/%d where the margin is clear", name, st.top1_clear_ok,
-           st.top1_clear);
-    printf("    %s: max |diff| %.2g, top-1 %d/%d (clear margins %d/%d), greedy %d/2\n", name, st.max_abs,
-           st.top1_ok, st.rows, st.top1_clear_ok, st.top1_clear, st.greedy_ok);
+    cmp_stats st[2];
+    golden_run(file, name, tol, st);
+    CHECKF(st[0].rows == 40 && st[1].rows == 64, "%s: rows %d + %d", name, st[0].rows, st[1].rows);
+    CHECKF(st[0].greedy_ok == 1, "%s: seq_a greedy continuation differs", name);
+    for (int r = 0; r < 2; r++) {
+        CHECKF(st[r].max_abs <= tol, "%s: run %d max |diff| %g > %g", name, r, st[r].max_abs, tol);
+        CHECKF(st[r].top1_clear_ok == st[r].top1_clear, "%s: run %d top-1 %d/%d where the margin is clear", name, r,
+               st[r].top1_clear_ok, st[r].top1_clear);
+        printf("    %s run %d: max |diff| %.2g, top-1 %d/%d (clear margins %d/%d), greedy %s\n", name, r,
+               st[r].max_abs, st[r].top1_ok, st[r].rows, st[r].top1_clear_ok, st[r].top1_clear,
+               st[r].greedy_ok ? "same" : "differs");
+    }
 }
 
-static void test_llama_q8_0_golden(void) { quant_golden("tiny-llama-Q8_0", 1e-3); }
-static void test_llama_tq1_0_golden(void) { quant_golden("tiny-llama-TQ1_0", 1e-3); }
-static void test_llama_tq2_0_golden(void) { quant_golden("tiny-llama-TQ2_0", 1e-3); }
-static void test_llama_pq2_0_golden(void) { quant_golden("tiny-llama-PQ2_0", 1e-3); }
-static void test_llama_ptq1_0_golden(void) { quant_golden("tiny-llama-PTQ1_0", 1e-3); }
+static void test_llama_f32_default_golden(void) { golden_default("tiny-llama-F32", 2e-3); }
+static void test_llama_q8_0_golden(void) { golden_default("tiny-llama-Q8_0", 5e-2); }
+static void test_llama_tq1_0_golden(void) { golden_default("tiny-llama-TQ1_0", 5e-2); }
+static void test_llama_tq2_0_golden(void) { golden_default("tiny-llama-TQ2_0", 5e-2); }
+static void test_llama_pq2_0_golden(void) { golden_default("tiny-llama-PQ2_0", 5e-2); }
+static void test_llama_ptq1_0_golden(void) { golden_default("tiny-llama-PTQ1_0", 5e-2); }
 
 /* stories260K (trained): mainline llama.cpp's logits at 16 positions, within 1e-3 of the largest logit. */
 static void test_stories_reference_logits(void) {
@@ -200,6 +214,7 @@ const test_case model_tests[] = {
     {"stories_reference_logits", test_stories_reference_logits},
     {"stories_greedy", test_stories_greedy},
     {"llama_f32_golden", test_llama_f32_golden},
+    {"llama_f32_default_golden", test_llama_f32_default_golden},
     {"llama_q8_0_golden", test_llama_q8_0_golden},
     {"llama_tq1_0_golden", test_llama_tq1_0_golden},
     {"llama_tq2_0_golden", test_llama_tq2_0_golden},

@@ -1,0 +1,102 @@
+#include "attn.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+#include "util.h"
+
+size_t kv_cache_bytes(const kv_cache *c) {
+    return (size_t)c->n_layer * c->n_ctx * c->n_head_kv * c->head_dim * (c->f16 ? 2 : 4);
+}
+
+void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, at = ((size_t)il * c->n_ctx + pos) * kvdim;
+    if (!c->f16) {
+        memcpy((float *)c->k + at, k, kvdim * sizeof(float));
+        memcpy((float *)c->v + at, v, kvdim * sizeof(float));
+        return;
+    }
+    uint16_t *kc = (uint16_t *)c->k + at, *vc = (uint16_t *)c->v + at;
+    for (size_t i = 0; i < kvdim; i++) kc[i] = f32_to_f16(k[i]), vc[i] = f32_to_f16(v[i]);
+}
+
+static void attend_f32(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scores) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    const float *kc = (const float *)c->k + (size_t)il * c->n_ctx * kvdim;
+    const float *vc = (const float *)c->v + (size_t)il * c->n_ctx * kvdim;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < c->n_head; h++) {
+        const float *qh = q + (size_t)h * hd;
+        int kvh = h / group;
+        for (int j = 0; j < n_keys; j++) {
+            const float *k = kc + (size_t)j * kvdim + kvh * hd;
+            float dot = 0;
+            for (int i = 0; i < hd; i++) dot += qh[i] * k[i];
+            scores[j] = dot * scale;
+        }
+        softmax(scores, n_keys);
+        float *o = out + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int j = 0; j < n_keys; j++) {
+            const float *v = vc + (size_t)j * kvdim + kvh * hd;
+            for (int i = 0; i < hd; i++) o[i] += scores[j] * v[i];
+        }
+    }
+}
+
+/* f16 dot product in ggml's AVX2 order: four 8-lane fused accumulators over steps of 32,
+ * reduced pairwise, the tail added in double. */
+static float dot_f16(const uint16_t *x, const float *yq, int n) {
+    float acc[4][8] = {{0}};
+    int np = n & ~31;
+    for (int i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++)
+                acc[j][l] = fmaf(f16_to_f32(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
+    float r[8], t[4];
+    for (int l = 0; l < 8; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (int l = 0; l < 4; l++) t[l] = r[l] + r[l + 4];
+    double sum = (t[0] + t[1]) + (t[2] + t[3]);
+    for (int i = np; i < n; i++) sum += (double)(f16_to_f32(x[i]) * yq[i]);
+    return (float)sum;
+}
+
+/* ggml's flash attention for one query row: online softmax, accumulator kept in f16. */
+static void attend_f16(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
+    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *qq = scratch, *acc = scratch + hd; /* query rounded to f16; accumulator (f16 values) */
+    for (int h = 0; h < c->n_head; h++) {
+        const float *qh = q + (size_t)h * hd;
+        int kvh = h / group;
+        for (int i = 0; i < hd; i++) qq[i] = f16_to_f32(f32_to_f16(qh[i]));
+        for (int i = 0; i < hd; i++) acc[i] = 0;
+        float S = 0, M = -INFINITY;
+        for (int j = 0; j < n_keys; j++) {
+            float sc = dot_f16(kc + (size_t)j * kvdim + kvh * hd, qq, hd) * scale;
+            float ms = 1, vs = 1;
+            if (sc > M) {
+                float old = M;
+                M = sc;
+                ms = expf(old - M);
+                for (int i = 0; i < hd; i++) acc[i] = f16_to_f32(f32_to_f16(acc[i] * ms));
+            } else {
+                vs = expf(sc - M);
+            }
+            const uint16_t *v = vc + (size_t)j * kvdim + kvh * hd;
+            for (int i = 0; i < hd; i++) acc[i] = f16_to_f32(f32_to_f16(fmaf(f16_to_f32(v[i]), vs, acc[i])));
+            S = S * ms + vs;
+        }
+        float inv = 1.0f / S;
+        float *o = out + (size_t)h * hd;
+        for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
+    }
+}
+
+void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch) {
+    if (c->f16) attend_f16(c, il, q, n_keys, out, scratch);
+    else attend_f32(c, il, q, n_keys, out, scratch);
+}
