@@ -159,6 +159,7 @@ static void vec_dot_matches_golden(void) {
                 float got = t->vec_dot(COLS, w + r * rb, q);
                 float want = (float)json_number_value(json_array_get(dots, (size_t)r));
                 int64_t d = ulp_diff(got, want);
+                if (getenv("TRIT_SHOW_ULPS")) printf("    %s row %d: %.9g vs %.9g: %lld ulps\n", t->name, r, got, want, (long long)d);
                 CHECKF(d <= VEC_DOT_MAX_ULPS, "%s row %d: vec_dot %.9g, oracle %.9g (%lld ulps)", t->name, r,
                        got, want, (long long)d);
             }
