@@ -57,6 +57,9 @@ typedef struct {
     gguf_tensor *tensors;
     uint64_t data_offset; /* start of the data section in the file */
     file_map map;
+    int owns_map;                  /* 0 for gguf_open_buffer: the caller's bytes */
+    const gguf_kv **kv_by_key;     /* kv sorted by key, for lookups */
+    const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
 } gguf_file;
 
 /* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set. */
