@@ -1,7 +1,9 @@
 /* quants: reference codecs and dot products of the float and 8-bit types (F32, F16, BF16,
  * Q8_0, Q8_K). The ternary weight types are in quants_ternary.c.
  * Dot products follow the float formula of ggml's generic scalar kernels; integer sums inside
- * a block are exact, so only the (stated) float combination can differ from other kernels. */
+ * a block are exact, so only the float combination can differ from other kernels. Block-scale
+ * accumulations `s += a * b` are fused (fmaf), as the oracle's compiler (FMA on) emitted them;
+ * the f32/f16/bf16 dots round each product to f32 before the double sum, so nothing fuses there. */
 #include "quants.h"
 
 #include <math.h>
@@ -121,12 +123,12 @@ static int q8_0_block_dot(const int8_t *a, const int8_t *b) {
     return s;
 }
 
-/* sumf += sumi * (d_w * d_a) per block, as ggml_vec_dot_q8_0_q8_0_generic. */
+/* sumf += sumi * (d_w * d_a) per block, as ggml_vec_dot_q8_0_q8_0_generic, fused. */
 float q8_0_vec_dot(int64_t n, const void *w, const void *act) {
     const block_q8_0 *x = w, *y = act;
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK8_0; i++)
-        s += (float)q8_0_block_dot(x[i].qs, y[i].qs) * (f16_to_f32(x[i].d) * f16_to_f32(y[i].d));
+        s = fmaf((float)q8_0_block_dot(x[i].qs, y[i].qs), f16_to_f32(x[i].d) * f16_to_f32(y[i].d), s);
     return s;
 }
 
@@ -171,7 +173,7 @@ float q8_K_vec_dot(int64_t n, const void *w, const void *act) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         int sumi = 0;
         for (int j = 0; j < QK_K; j++) sumi += x[i].qs[j] * y[i].qs[j];
-        s += (float)sumi * (x[i].d * y[i].d);
+        s = fmaf((float)sumi, x[i].d * y[i].d, s);
     }
     return s;
 }

@@ -2,7 +2,10 @@
  * TQ1_0, TQ2_0, Q1_0, Q2_0, PQ2_0 and PTQ1_0 (../shared/docs/bonsai2-contract.md §1).
  * Every decoder goes through the type's codes (value/d + 1) in element order, so the
  * dequantizer and the dot product cannot disagree about where an element lives.
- * Weight types have no activation role: their quantize_act is their reference quantizer. */
+ * Weight types have no activation role: their quantize_act is their reference quantizer.
+ * Dot products: exact integer sums per block, combined like ggml's generic kernels as the oracle's
+ * gcc (-O2, FMA on, default fp-contract) compiled them, i.e. each `s += a * b` fused (fmaf);
+ * that reproduces the oracle's scalar PTQ1_0 and Q2_0 dots bit for bit. */
 #include "quants.h"
 
 #include <math.h>
@@ -74,13 +77,13 @@ static int codes_dot(const uint8_t *codes, const int8_t *q, int n) {
     return s;
 }
 
-/* Dot of one weight block's codes with the Q8_0 blocks it spans, as the fork's generic
- * Q1_0/Q2_0/PQ2_0/PTQ1_0 kernels combine it: d_w * sum_b (d_yb * sumi_b). */
-static float codes_dot_q8_0(const uint8_t *codes, int n, float dw, const block_q8_0 *y) {
+/* s + dot of one weight block's codes with the Q8_0 blocks it spans, as the fork's generic
+ * Q1_0/Q2_0/PQ2_0/PTQ1_0 kernels combine it: s += d_w * sum_b (d_yb * sumi_b), fused. */
+static float codes_dot_q8_0(const uint8_t *codes, int n, float dw, const block_q8_0 *y, float s) {
     float acc = 0.0f;
     for (int b = 0; b < n / QK8_0; b++)
-        acc += f16_to_f32(y[b].d) * (float)codes_dot(codes + b * QK8_0, y[b].qs, QK8_0);
-    return dw * acc;
+        acc = fmaf(f16_to_f32(y[b].d), (float)codes_dot(codes + b * QK8_0, y[b].qs, QK8_0), acc);
+    return fmaf(dw, acc, s);
 }
 
 /* ---- TQ1_0: 256 trits base-3 packed in qs[48] (stages 32, 16) and qh[4], f16 d last. */
@@ -110,7 +113,7 @@ void tq1_0_quantize(const float *src, void *dst, int64_t n) {
 
 void tq1_0_quantize_act(const float *src, void *dst, int64_t n) { tq1_0_quantize(src, dst, n); }
 
-/* TQ x Q8_K as ggml's generic kernels: sumf += sumi * (d_w * d_a) per 256-block. */
+/* TQ x Q8_K as ggml's generic kernels: sumf += sumi * (d_w * d_a) per 256-block, fused. */
 float tq1_0_vec_dot(int64_t n, const void *w, const void *act) {
     const block_tq1_0 *x = w;
     const block_q8_K *y = act;
@@ -118,7 +121,7 @@ float tq1_0_vec_dot(int64_t n, const void *w, const void *act) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         tq1_0_codes(&x[i], c);
-        s += (float)codes_dot(c, y[i].qs, QK_K) * (f16_to_f32(x[i].d) * y[i].d);
+        s = fmaf((float)codes_dot(c, y[i].qs, QK_K), f16_to_f32(x[i].d) * y[i].d, s);
     }
     return s;
 }
@@ -162,7 +165,7 @@ float tq2_0_vec_dot(int64_t n, const void *w, const void *act) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         tq2_0_codes(&x[i], c);
-        s += (float)codes_dot(c, y[i].qs, QK_K) * (f16_to_f32(x[i].d) * y[i].d);
+        s = fmaf((float)codes_dot(c, y[i].qs, QK_K), f16_to_f32(x[i].d) * y[i].d, s);
     }
     return s;
 }
@@ -205,7 +208,7 @@ float q1_0_vec_dot(int64_t n, const void *w, const void *act) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK1_0; i++) {
         q1_0_codes(&x[i], c);
-        s += codes_dot_q8_0(c, QK1_0, f16_to_f32(x[i].d), y + i * (QK1_0 / QK8_0));
+        s = codes_dot_q8_0(c, QK1_0, f16_to_f32(x[i].d), y + i * (QK1_0 / QK8_0), s);
     }
     return s;
 }
@@ -263,7 +266,7 @@ float q2_0_vec_dot(int64_t n, const void *w, const void *act) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK2_0; i++) {
         q2_0_codes(&x[i], c);
-        s += codes_dot_q8_0(c, QK2_0, f16_to_f32(x[i].d), y + i * (QK2_0 / QK8_0));
+        s = codes_dot_q8_0(c, QK2_0, f16_to_f32(x[i].d), y + i * (QK2_0 / QK8_0), s);
     }
     return s;
 }
@@ -284,7 +287,7 @@ void pq2_0_quantize(const float *src, void *dst, int64_t n) {
 
 void pq2_0_quantize_act(const float *src, void *dst, int64_t n) { pq2_0_quantize(src, dst, n); }
 
-/* PQ2_0 x Q8_K: two PQ2_0 blocks per Q8_K block, each adding sumi * (d_w * d_a). */
+/* PQ2_0 x Q8_K: two PQ2_0 blocks per Q8_K block, each adding sumi * (d_w * d_a), fused. */
 float pq2_0_vec_dot(int64_t n, const void *w, const void *act) {
     const block_pq2_0 *x = w;
     const block_q8_K *y = act;
@@ -293,7 +296,7 @@ float pq2_0_vec_dot(int64_t n, const void *w, const void *act) {
     for (int64_t i = 0; i < n / QK_PQ2_0; i++) {
         const block_q8_K *yb = &y[i / 2];
         pq2_0_codes(&x[i], c);
-        s += (float)codes_dot(c, yb->qs + (i % 2) * QK_PQ2_0, QK_PQ2_0) * (f16_to_f32(x[i].d) * yb->d);
+        s = fmaf((float)codes_dot(c, yb->qs + (i % 2) * QK_PQ2_0, QK_PQ2_0), f16_to_f32(x[i].d) * yb->d, s);
     }
     return s;
 }
@@ -336,7 +339,7 @@ float ptq1_0_vec_dot(int64_t n, const void *w, const void *act) {
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK_PTQ1_0; i++) {
         ptq1_0_codes(&x[i], c);
-        s += codes_dot_q8_0(c, QK_PTQ1_0, f16_to_f32(x[i].d), y + i * (QK_PTQ1_0 / QK8_0));
+        s = codes_dot_q8_0(c, QK_PTQ1_0, f16_to_f32(x[i].d), y + i * (QK_PTQ1_0 / QK8_0), s);
     }
     return s;
 }

@@ -27,10 +27,12 @@ int32_t vocab_eos(const vocab *v);     /* -1 if none */
 int vocab_add_bos(const vocab *v);     /* tokenizer.ggml.add_bos_token, or the model's default */
 int vocab_add_eos(const vocab *v);
 int vocab_is_eog(const vocab *v, int32_t tok);
-int vocab_token_type(const vocab *v, int32_t tok);
-const char *vocab_token_text(const vocab *v, int32_t tok); /* raw text as stored */
+int vocab_token_type(const vocab *v, int32_t tok);          /* -1 for an id out of range */
+const char *vocab_token_text(const vocab *v, int32_t tok); /* raw text as stored; NULL if out of range */
 
-/* As trit_tokenize / trit_token_to_piece in trit.h. */
+/* As trit_tokenize / trit_token_to_piece in trit.h. Both return INT_MIN on an invalid argument
+ * (a token id out of range, NULL text with len > 0, text over ~700 MB) or when out of memory;
+ * invalid UTF-8 is not an error (bytes that form no character become byte tokens). */
 int vocab_tokenize(const vocab *v, const char *text, size_t len, int add_special, int parse_special,
                    int32_t *out, int max_out);
 int vocab_token_to_piece(const vocab *v, int32_t tok, char *buf, int size, int special);

@@ -89,8 +89,8 @@ uint16_t f32_to_f16(float f) {
     uint32_t u = f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
     uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0); /* inf / nan */
-    if (a >= 0x477ff000u) return sign | 0x7c00;                                  /* rounds to inf */
+    if (a > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff); /* nan: quieted, top payload kept (as F16C) */
+    if (a >= 0x477ff000u) return sign | 0x7c00;                                 /* inf, or rounds to inf */
     if (a < 0x38800000u) {                                                       /* subnormal or zero */
         float v = bits_f32(a) * 16777216.0f;                                     /* x * 2^24 */
         return sign | (uint16_t)lrintf(v);                                       /* ties to even */

@@ -1,5 +1,470 @@
 #include "test.h"
 
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "tokenizer.h"
+
+static vocab *load_vocab(const char *rel) {
+    trit_err err = {{0}};
+    gguf_file *f = gguf_open(shared_path(rel), 1, &err);
+    if (!f) {
+        test_failed(__FILE__, __LINE__, "%s", err.msg);
+        return NULL;
+    }
+    vocab *v = vocab_load(f, &err);
+    if (!v) test_failed(__FILE__, __LINE__, "%s", err.msg);
+    gguf_close(f); /* the vocabulary keeps its own copies */
+    return v;
+}
+
+/* Tokenizes into a malloc'd array after asking for the size; *n gets the count. */
+static int32_t *tokenize(const vocab *v, const char *s, size_t len, int add_special, int parse_special, int *n) {
+    int need = vocab_tokenize(v, s, len, add_special, parse_special, NULL, 0);
+    if (need == INT_MIN) return NULL;
+    if (need < 0) need = -need;
+    int32_t *t = malloc(((size_t)need + 1) * sizeof *t);
+    *n = vocab_tokenize(v, s, len, add_special, parse_special, t, need);
+    if (*n != need) test_failed(__FILE__, __LINE__, "count %d, then %d", need, *n);
+    return t;
+}
+
+/* Concatenated pieces in a malloc'd string; *len gets the length. */
+static char *detokenize(const vocab *v, const int32_t *t, int n, int special, size_t *len) {
+    size_t cap = 64, o = 0;
+    char *s = malloc(cap);
+    for (int i = 0; i < n; i++) {
+        int k = vocab_token_to_piece(v, t[i], s + o, (int)(cap - o), special);
+        if (k < 0 && k != INT_MIN) {
+            while (cap - o < (size_t)-k) cap *= 2;
+            s = realloc(s, cap);
+            k = vocab_token_to_piece(v, t[i], s + o, (int)(cap - o), special);
+        }
+        if (k < 0) test_failed(__FILE__, __LINE__, "token %d: piece %d", t[i], k);
+        else o += (size_t)k;
+    }
+    *len = o;
+    return s;
+}
+
+/* Parses one .out line ("1 2 3") into ids; returns the count. */
+static int parse_ids(const char *line, int32_t *ids, int max) {
+    int n = 0;
+    char *end;
+    for (long x = strtol(line, &end, 10); end != line && n < max; x = strtol(line, &end, 10)) {
+        ids[n++] = (int32_t)x;
+        line = end;
+    }
+    return n;
+}
+
+/* Runs every case of a llama.cpp vocab test pair; also checks that decoding gives the input back
+ * (with SPM's prefix space). */
+static void run_vocab_vectors(const char *name, int *total, int *passed) {
+    char path[256];
+    snprintf(path, sizeof path, "data/vocab/%s.gguf", name);
+    vocab *v = load_vocab(path);
+    snprintf(path, sizeof path, "data/vocab/%s.gguf.inp", name);
+    char *inp = read_file(shared_path(path), NULL);
+    snprintf(path, sizeof path, "data/vocab/%s.gguf.out", name);
+    char *out = read_file(shared_path(path), NULL);
+    if (!v || !inp || !out) goto done;
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char *in = inp, *line = out;
+    while (*line) {
+        char *in_end = strstr(in, sep), *line_end = strchr(line, '\n');
+        REQUIREF(in_end && line_end, "%s: .inp and .out lengths differ at case %d", name, *total);
+        *in_end = *line_end = 0;
+        int32_t want[512];
+        int n_want = parse_ids(line, want, 512), n;
+        int32_t *got = tokenize(v, in, strlen(in), 0, 0, &n);
+        int ok = got && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
+        CHECKF(ok, "%s case %d: tokens differ for \"%.40s\" (%d tokens, want %d)", name, *total, in, n, n_want);
+        size_t dl;
+        char *dec = detokenize(v, got, n, 0, &dl);
+        CHECKF(!*in || (dl == strlen(in) + 1 && dec[0] == ' ' && memcmp(dec + 1, in, dl - 1) == 0),
+               "%s case %d: decoding does not give the input back", name, *total);
+        free(dec);
+        free(got);
+        (*total)++, *passed += ok;
+        in = in_end + strlen(sep);
+        line = line_end + 1;
+    }
+    CHECKF(*in == 0, "%s: .inp has more cases than .out", name);
+done:
+    free(inp);
+    free(out);
+    vocab_free(v);
+}
+
+static void test_llama_spm_vectors(void) {
+    int total = 0, passed = 0;
+    run_vocab_vectors("ggml-vocab-llama-spm", &total, &passed);
+    printf("     llama-spm vectors: %d/%d\n", passed, total);
+    CHECK(total == 46 && passed == total); /* 46 distinct inputs, each followed by the separator */
+}
+
+static void check_ids(const vocab *v, const char *text, int add_special, int parse_special,
+                      const int32_t *want, int n_want) {
+    int n;
+    int32_t *got = tokenize(v, text, strlen(text), add_special, parse_special, &n);
+    int ok = got && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
+    CHECKF(ok, "\"%s\" (special %d/%d): %d tokens, want %d", text, add_special, parse_special, n, n_want);
+    if (!ok && got)
+        for (int i = 0; i < n; i++) fprintf(stderr, "      got[%d] = %d\n", i, got[i]);
+    free(got);
+}
+
+static void test_stories_once(void) {
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    REQUIRE(v);
+    CHECK(vocab_n_tokens(v) == 512 && vocab_bos(v) == 1 && vocab_eos(v) == 2);
+    CHECK(vocab_add_bos(v) && !vocab_add_eos(v));
+    CHECK(vocab_is_eog(v, 2) && !vocab_is_eog(v, 1) && !vocab_is_eog(v, -1));
+    const int32_t want[] = {1, 403, 407, 261, 378};
+    check_ids(v, "Once upon a time", 1, 0, want, 5);
+    check_ids(v, "Once upon a time", 1, 1, want, 5);
+    check_ids(v, "Once upon a time", 0, 0, want + 1, 4);
+    check_ids(v, "", 1, 0, want, 1);
+    check_ids(v, "", 0, 0, want, 0);
+    vocab_free(v);
+}
+
+static void test_stories_reference(void) {
+    json_error_t je;
+    json_t *j = json_load_file(shared_path("data/reference/stories260K.llamacpp-ref.json"), 0, &je);
+    REQUIREF(j, "json: %s", je.text);
+    json_t *fl = json_object_get(j, "full_logits"), *ids = json_object_get(fl, "ids");
+    const char *text = json_string_value(json_object_get(fl, "text"));
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    if (v && text && json_is_array(ids) && json_array_size(ids) == 16) {
+        int32_t want[16];
+        for (size_t i = 0; i < 16; i++) want[i] = (int32_t)json_integer_value(json_array_get(ids, i));
+        check_ids(v, text, 1, 0, want, 16);
+    } else {
+        CHECKF(0, "reference json lacks full_logits.text/ids[16]");
+    }
+    vocab_free(v);
+    json_decref(j);
+}
+
+/* The 32k vocab is the same as the llama-spm vectors'; one whole corpus must tokenize quickly
+ * and decode back exactly. */
+static void test_llama_corpus_roundtrip(void) {
+    vocab *v = load_vocab("data/models/llama-2-tiny-random.gguf");
+    size_t len;
+    char *text = read_file(shared_path("data/text/wiki.test.raw"), &len);
+    if (v && text) {
+        clock_t t0 = clock();
+        int n;
+        int32_t *t = tokenize(v, text, len, 0, 0, &n);
+        double sec = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        printf("     wiki.test.raw: %zu bytes -> %d tokens in %.3f s\n", len, n, sec);
+        size_t dl;
+        char *dec = t ? detokenize(v, t, n, 0, &dl) : NULL;
+        CHECK(dec && dl == len + 1 && memcmp(dec + 1, text, len) == 0);
+        CHECK(sec < 10);
+        free(dec);
+        free(t);
+    }
+    free(text);
+    vocab_free(v);
+}
+
+static void test_parse_special(void) {
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    REQUIRE(v);
+    /* After a special token the next text fragment gets the prefix space again. */
+    const int32_t once[] = {1, 403, 407, 261, 378, 2};
+    check_ids(v, "<s>Once upon a time</s>", 0, 1, once, 6);
+    int n1, n2;
+    int32_t *a = tokenize(v, "<s>", 3, 0, 0, &n1);
+    CHECK(a && n1 > 1 && a[0] != 1); /* plain text without parse_special */
+    free(a);
+    int32_t *b = tokenize(v, "Once</s></s>upon", 16, 0, 1, &n2);
+    int32_t *c = tokenize(v, "upon", 4, 0, 0, &n1);
+    CHECK(b && c && n2 == 1 + 2 + n1 && b[0] == 403 && b[1] == 2 && b[2] == 2);
+    CHECK(b && c && n2 == 3 + n1 && memcmp(b + 3, c, (size_t)n1 * sizeof *c) == 0);
+    free(b);
+    free(c);
+    vocab_free(v);
+}
+
+static void test_small_buffer(void) {
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    REQUIRE(v);
+    int32_t t[3] = {-7, -7, -7};
+    CHECK(vocab_tokenize(v, "Once upon a time", 16, 1, 0, t, 2) == -5);
+    CHECK(vocab_tokenize(v, "Once upon a time", 16, 1, 0, NULL, 10) == -5);
+    CHECK(vocab_tokenize(v, NULL, 3, 1, 0, t, 3) == INT_MIN);
+    CHECK(vocab_tokenize(v, NULL, 0, 1, 0, t, 3) == 1 && t[0] == 1);
+    char buf[8];
+    CHECK(vocab_token_to_piece(v, 403, buf, 0, 0) == -5); /* "▁Once" -> " Once" */
+    CHECK(vocab_token_to_piece(v, 403, buf, 5, 0) == 5 && memcmp(buf, " Once", 5) == 0);
+    vocab_free(v);
+}
+
+static void test_pieces(void) {
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    REQUIRE(v);
+    char buf[16];
+    CHECK(vocab_token_to_piece(v, 1, buf, 16, 0) == 0);
+    CHECK(vocab_token_to_piece(v, 1, buf, 16, 1) == 3 && memcmp(buf, "<s>", 3) == 0);
+    CHECK(vocab_token_to_piece(v, 0, buf, 16, 0) == 0);
+    CHECK(vocab_token_to_piece(v, 0, buf, 16, 1) == 5);
+    CHECK(vocab_token_to_piece(v, 3 + 0x41, buf, 16, 0) == 1 && buf[0] == 'A');
+    CHECK(vocab_token_to_piece(v, 3 + 0xE2, buf, 16, 0) == 1 && buf[0] == '\xE2');
+    CHECK(vocab_token_to_piece(v, -1, buf, 16, 0) == INT_MIN);
+    CHECK(vocab_token_to_piece(v, 512, buf, 16, 0) == INT_MIN);
+    CHECK(vocab_token_to_piece(v, INT32_MIN, buf, 16, 1) == INT_MIN);
+    CHECK(vocab_token_to_piece(v, 5, NULL, 0, 0) == -1);
+    CHECK(vocab_token_type(v, 0) == TOKEN_UNKNOWN && vocab_token_type(v, 1) == TOKEN_CONTROL);
+    CHECK(vocab_token_type(v, 3) == TOKEN_BYTE && vocab_token_type(v, 600) == -1);
+    CHECK(strcmp(vocab_token_text(v, 2), "</s>") == 0 && vocab_token_text(v, -3) == NULL);
+    vocab_free(v);
+}
+
+static void check_decodes_to(const vocab *v, const char *in, size_t len, const char *want, size_t want_len) {
+    int n;
+    int32_t *t = tokenize(v, in, len, 0, 0, &n);
+    size_t dl;
+    char *dec = t ? detokenize(v, t, n, 0, &dl) : NULL;
+    CHECKF(dec && dl == want_len && memcmp(dec, want, dl) == 0, "\"%.20s\" does not decode as expected", in);
+    free(dec);
+    free(t);
+}
+
+/* Invalid UTF-8 is split by lead bytes into byte tokens and comes back unchanged, except that a
+ * truncated sequence swallows the escaped space after it (as in llama.cpp). */
+static void test_invalid_utf8(void) {
+    vocab *v = load_vocab("data/models/stories260K.gguf");
+    REQUIRE(v);
+    static const char bad[] = "a\x80\x80 z\xff\xfe\xfd\xfc\xf0\x9f\x98\xc3";
+    static const char bad_dec[] = " a\x80\x80 z\xff\xfe\xfd\xfc\xf0\x9f\x98\xc3";
+    check_decodes_to(v, bad, sizeof bad - 1, bad_dec, sizeof bad_dec - 1);
+    static const char cut[] = "\xe2\x82 z", cut_dec[] = " \xe2\x82\xe2\x96\x81z";
+    check_decodes_to(v, cut, sizeof cut - 1, cut_dec, sizeof cut_dec - 1);
+    static const char nul[] = "a\0b\0", nul_dec[] = " a\0b\0";
+    check_decodes_to(v, nul, sizeof nul - 1, nul_dec, sizeof nul_dec - 1);
+    vocab_free(v);
+}
+
+/* ---- synthetic vocabularies, written as GGUF bytes in memory ---- */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    uint64_t n_kv;
+} gbuf;
+
+static void put(gbuf *g, const void *d, size_t n) {
+    if (g->n + n > g->cap) {
+        while (g->n + n > g->cap) g->cap = g->cap ? 2 * g->cap : 4096;
+        g->p = realloc(g->p, g->cap);
+    }
+    memcpy(g->p + g->n, d, n);
+    g->n += n;
+}
+static void put_u32(gbuf *g, uint32_t x) { put(g, &x, 4); }
+static void put_u64(gbuf *g, uint64_t x) { put(g, &x, 8); }
+static void put_str(gbuf *g, const char *s) { put_u64(g, strlen(s)), put(g, s, strlen(s)); }
+static void key(gbuf *g, const char *k, uint32_t type) { put_str(g, k), put_u32(g, type), g->n_kv++; }
+static void kv_str(gbuf *g, const char *k, const char *s) { key(g, k, GGUF_STRING), put_str(g, s); }
+static void kv_u32(gbuf *g, const char *k, uint32_t x) { key(g, k, GGUF_U32), put_u32(g, x); }
+static void kv_i32(gbuf *g, const char *k, int32_t x) { key(g, k, GGUF_I32), put(g, &x, 4); }
+static void kv_bool(gbuf *g, const char *k, int b) { uint8_t x = (uint8_t)b; key(g, k, GGUF_BOOL), put(g, &x, 1); }
+static void kv_arr(gbuf *g, const char *k, uint32_t et, uint64_t n) { key(g, k, GGUF_ARRAY), put_u32(g, et), put_u64(g, n); }
+
+/* A small SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then the words below. */
+static const struct { const char *text; float score; int type; } words[] = {
+    {"\xE2\x96\x81", -1, 1}, {"a", -2, 1}, {"b", -2, 1}, {"ab", -3, 1}, {"ba", -3, 1},
+    {"\xE2\x96\x81" "a", -1.5f, 1}, {"<|u|>", 0, 4}, {"<|c|>", 0, 3}, {"<|c|>x", 0, 3}, {"", 0, 5},
+};
+#define N_WORDS (int)(sizeof words / sizeof words[0])
+#define N_SYN (3 + 256 + N_WORDS)
+#define WORD(i) (259 + (i))
+
+typedef struct {
+    const char *model;
+    int n_scores, n_types;  /* entries written (N_SYN normally) */
+    int ab_score;           /* score override for "ab" when nonzero */
+    int bos_kind;           /* 0 absent, 1 u32 0xFFFFFFFF, 2 i32 -1, 3 out of range, 4 = 2 */
+    int space_prefix;       /* -1 absent */
+    int bad_type;           /* writes a token type 9 */
+    int scores_as_ints;
+    int no_bytes;           /* drops the byte tokens' <0x..> texts */
+} syn_opts;
+
+static syn_opts syn_default(void) {
+    return (syn_opts){.model = "llama", .n_scores = N_SYN, .n_types = N_SYN, .space_prefix = -1};
+}
+
+static const char *syn_text(int i, char *buf, const syn_opts *o) {
+    static const char *head[3] = {"<unk>", "<s>", "</s>"};
+    if (i < 3) return head[i];
+    if (i < 259) {
+        snprintf(buf, 16, o->no_bytes ? "<x%02X>" : "<0x%02X>", i - 3);
+        return buf;
+    }
+    return words[i - 259].text;
+}
+
+static int syn_type(int i, const syn_opts *o) {
+    if (o->bad_type && i == 5) return 9;
+    if (i >= N_SYN) return 1; /* extra entries of a too-long array */
+    return i == 0 ? 2 : i < 3 ? 3 : i < 259 ? (o->no_bytes ? 1 : 6) : words[i - 259].type;
+}
+
+static void syn_build(gbuf *g, const syn_opts *o) {
+    char buf[16];
+    kv_str(g, "tokenizer.ggml.model", o->model);
+    kv_arr(g, "tokenizer.ggml.tokens", GGUF_STRING, N_SYN);
+    for (int i = 0; i < N_SYN; i++) put_str(g, syn_text(i, buf, o));
+    kv_arr(g, "tokenizer.ggml.scores", o->scores_as_ints ? GGUF_I32 : GGUF_F32, (uint64_t)o->n_scores);
+    for (int i = 0; i < o->n_scores; i++) {
+        float s = i < 259 || i >= N_SYN ? 0 : words[i - 259].score;
+        if (o->ab_score && i == WORD(3)) s = (float)o->ab_score;
+        put(g, &s, 4);
+    }
+    kv_arr(g, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)o->n_types);
+    for (int i = 0; i < o->n_types; i++) {
+        int32_t t = syn_type(i, o);
+        put(g, &t, 4);
+    }
+    if (o->bos_kind == 1) kv_u32(g, "tokenizer.ggml.bos_token_id", 0xFFFFFFFFu);
+    if (o->bos_kind == 2) kv_i32(g, "tokenizer.ggml.bos_token_id", -1);
+    if (o->bos_kind == 3) kv_u32(g, "tokenizer.ggml.bos_token_id", N_SYN);
+    if (o->bos_kind == 4) kv_u32(g, "tokenizer.ggml.bos_token_id", 2);
+    kv_u32(g, "tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);
+    if (o->space_prefix >= 0) kv_bool(g, "tokenizer.ggml.add_space_prefix", o->space_prefix);
+}
+
+/* Builds and loads a synthetic vocabulary; NULL with err set when it is refused. */
+static vocab *syn_load(const syn_opts *o, trit_err *err) {
+    gbuf body = {0}, file = {0};
+    syn_build(&body, o);
+    put(&file, "GGUF", 4);
+    put_u32(&file, 3);
+    put_u64(&file, 0);
+    put_u64(&file, body.n_kv);
+    put(&file, body.p, body.n);
+    gguf_file *f = gguf_open_buffer(file.p, file.n, "syn.gguf", err);
+    vocab *v = f ? vocab_load(f, err) : NULL;
+    gguf_close(f);
+    free(body.p);
+    free(file.p);
+    return v;
+}
+
+static void refused(const syn_opts *o, const char *want_msg) {
+    trit_err err = {{0}};
+    vocab *v = syn_load(o, &err);
+    CHECKF(!v && strstr(err.msg, want_msg), "want refusal with \"%s\", got \"%s\"", want_msg, v ? "(loaded)" : err.msg);
+    vocab_free(v);
+}
+
+static void test_load_errors(void) {
+    syn_opts o = syn_default();
+    o.model = "bert";
+    refused(&o, "unsupported tokenizer model 'bert'");
+    o.model = "gpt2";
+    refused(&o, "not supported yet");
+    o = syn_default(), o.n_scores = N_SYN - 1;
+    refused(&o, "tokenizer.ggml.scores has");
+    o = syn_default(), o.n_types = N_SYN + 1;
+    refused(&o, "tokenizer.ggml.token_type has");
+    o = syn_default(), o.scores_as_ints = 1;
+    refused(&o, "tokenizer.ggml.scores must be an array of floats");
+    o = syn_default(), o.bos_kind = 3;
+    refused(&o, "bos_token_id");
+    o = syn_default(), o.bad_type = 1;
+    refused(&o, "unknown type 9");
+}
+
+static void test_special_ids(void) {
+    trit_err err = {{0}};
+    syn_opts o = syn_default();
+    vocab *v = syn_load(&o, &err);
+    REQUIREF(v, "%s", err.msg);
+    CHECK(vocab_bos(v) == 1 && vocab_eos(v) == 2 && vocab_add_bos(v)); /* SPM defaults */
+    vocab_free(v);
+    for (int k = 1; k <= 2; k++) {
+        o.bos_kind = k;
+        v = syn_load(&o, &err);
+        CHECKF(v && vocab_bos(v) == -1 && !vocab_add_bos(v), "bos kind %d", k);
+        vocab_free(v);
+    }
+    o.bos_kind = 4;
+    v = syn_load(&o, &err);
+    CHECK(v && vocab_bos(v) == 2);
+    vocab_free(v);
+    o = syn_default(), o.no_bytes = 1;
+    v = syn_load(&o, &err); /* no byte tokens: bytes fall back to <unk> */
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "\xC3\xA9", 0, 0, (const int32_t[]){WORD(0), 0, 0}, 3);
+    vocab_free(v);
+}
+
+static void test_merge_order(void) {
+    trit_err err = {{0}};
+    syn_opts o = syn_default();
+    o.space_prefix = 0;
+    vocab *v = syn_load(&o, &err);
+    REQUIREF(v, "%s", err.msg);
+    /* "ab" and "ba" score the same: the leftmost pair merges first. */
+    check_ids(v, "aba", 0, 0, (const int32_t[]){WORD(3), WORD(1)}, 2);
+    check_ids(v, "bab", 0, 0, (const int32_t[]){WORD(4), WORD(2)}, 2);
+    /* Space escaping without the prefix: "▁a" (-1.5) beats "▁" + "ab" order. */
+    check_ids(v, " ab", 0, 0, (const int32_t[]){WORD(5), WORD(2)}, 2);
+    /* Unknown characters become byte tokens. */
+    check_ids(v, "az", 0, 0, (const int32_t[]){WORD(1), 3 + 'z'}, 2);
+    vocab_free(v);
+    o.ab_score = 5; /* now "ab" wins even on the right */
+    o.space_prefix = 1;
+    v = syn_load(&o, &err);
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "bab", 0, 0, (const int32_t[]){WORD(0), WORD(2), WORD(3)}, 3);
+    vocab_free(v);
+}
+
+/* User-defined tokens split text even without parse_special; control tokens only with it, and
+ * the longest one wins. */
+static void test_partition(void) {
+    trit_err err = {{0}};
+    syn_opts o = syn_default();
+    vocab *v = syn_load(&o, &err);
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "a<|u|>a", 0, 0, (const int32_t[]){WORD(5), WORD(6), WORD(5)}, 3);
+    check_ids(v, "<|c|>xa", 0, 1, (const int32_t[]){WORD(8), WORD(5)}, 2);
+    check_ids(v, "<|c|>a<|c|>", 1, 1, (const int32_t[]){1, WORD(7), WORD(5), WORD(7)}, 4);
+    int n;
+    int32_t *t = tokenize(v, "<|c|>", 5, 0, 0, &n);
+    CHECK(t && n > 1); /* spelled out as text */
+    free(t);
+    vocab_free(v);
+    o.space_prefix = 0;
+    v = syn_load(&o, &err);
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "a<|u|>a", 0, 0, (const int32_t[]){WORD(1), WORD(6), WORD(1)}, 3);
+    vocab_free(v);
+}
+
 const test_case tokenizer_tests[] = {
+    {"llama_spm_vectors", test_llama_spm_vectors},
+    {"stories_once", test_stories_once},
+    {"stories_reference", test_stories_reference},
+    {"llama_corpus_roundtrip", test_llama_corpus_roundtrip},
+    {"parse_special", test_parse_special},
+    {"small_buffer", test_small_buffer},
+    {"pieces", test_pieces},
+    {"invalid_utf8", test_invalid_utf8},
+    {"load_errors", test_load_errors},
+    {"special_ids", test_special_ids},
+    {"merge_order", test_merge_order},
+    {"partition", test_partition},
     {0},
 };

@@ -1,0 +1,238 @@
+/* sampler: llama.cpp's common chain for these parameters, in its order:
+ * repeat penalty -> top-k -> top-p -> min-p -> temperature -> seeded draw from the softmax.
+ * All buffers are allocated in trit_sampler_new; sampling itself never allocates. */
+#include "trit.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    int32_t id;
+    float logit;
+    float p;
+} cand;
+
+struct trit_sampler {
+    trit_sampler_params par;
+    int n_vocab;
+    cand *c;           /* n_vocab candidates; the chain shrinks the live prefix */
+    uint32_t *count;   /* per token: occurrences in the penalty window */
+    int32_t *ring;     /* the last repeat_last_n accepted tokens (NULL for -1 or 0) */
+    int ring_len, ring_pos;
+    uint64_t seed;     /* the effective seed, so reset can replay the sequence */
+    uint64_t rng[4];   /* xoshiro256** state */
+};
+
+trit_sampler_params trit_sampler_default_params(void) {
+    trit_sampler_params p = {
+        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+        .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = TRIT_DEFAULT_SEED,
+    };
+    return p;
+}
+
+/* ---- PRNG: splitmix64 expands the seed into xoshiro256** state ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+static void rng_seed(trit_sampler *s) {
+    uint64_t x = s->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(trit_sampler *s) { return (double)(rng_next(s->rng) >> 11) * 0x1.0p-53; }
+
+/* ---- lifetime ---- */
+
+static int params_ok(const trit_sampler_params *p) {
+    return !isnan(p->temp) && !isnan(p->top_p) && !isnan(p->min_p) &&
+           isfinite(p->repeat_penalty) && p->repeat_penalty > 0 && p->repeat_last_n >= -1;
+}
+
+trit_sampler *trit_sampler_new(const trit_sampler_params *p, int n_vocab) {
+    trit_sampler_params def = trit_sampler_default_params();
+    if (!p) p = &def;
+    if (n_vocab <= 0 || !params_ok(p)) return NULL;
+    trit_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->par = *p;
+    s->n_vocab = n_vocab;
+    s->ring_len = p->repeat_last_n > 0 ? p->repeat_last_n : 0;
+    s->c = malloc((size_t)n_vocab * sizeof *s->c);
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
+    s->ring = s->ring_len ? malloc((size_t)s->ring_len * sizeof *s->ring) : NULL;
+    if (!s->c || !s->count || (s->ring_len && !s->ring)) {
+        trit_sampler_free(s);
+        return NULL;
+    }
+    s->seed = p->seed != TRIT_DEFAULT_SEED ? p->seed
+                                           : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    trit_sampler_reset(s);
+    return s;
+}
+
+void trit_sampler_free(trit_sampler *s) {
+    if (!s) return;
+    free(s->c);
+    free(s->count);
+    free(s->ring);
+    free(s);
+}
+
+/* Forgets the history and replays the random sequence from the seed. */
+void trit_sampler_reset(trit_sampler *s) {
+    if (!s) return;
+    memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
+    if (s->ring) memset(s->ring, 0xFF, (size_t)s->ring_len * sizeof *s->ring); /* -1: empty */
+    s->ring_pos = 0;
+    rng_seed(s);
+}
+
+/* The window is a ring of the last repeat_last_n tokens; -1 counts the whole history. */
+void trit_sampler_accept(trit_sampler *s, int32_t tok) {
+    if (!s || tok < 0 || tok >= s->n_vocab || s->par.repeat_last_n == 0) return;
+    if (s->ring) {
+        int32_t old = s->ring[s->ring_pos];
+        if (old >= 0) s->count[old]--;
+        s->ring[s->ring_pos] = tok;
+        s->ring_pos = (s->ring_pos + 1) % s->ring_len;
+    }
+    if (s->count[tok] < UINT32_MAX) s->count[tok]++;
+}
+
+/* ---- the chain ---- */
+
+/* Copies the logits into the candidates, penalising repeated tokens (llama.cpp: logits <= 0 are
+ * multiplied, others divided) and making every value finite so comparisons stay a total order. */
+static void fill(trit_sampler *s, const float *logits) {
+    float pen = s->par.repeat_penalty;
+    for (int i = 0; i < s->n_vocab; i++) {
+        float l = logits[i];
+        if (pen != 1.0f && s->count[i]) l = l <= 0 ? l * pen : l / pen;
+        if (isnan(l)) l = -FLT_MAX;
+        else if (l > FLT_MAX) l = FLT_MAX;
+        else if (l < -FLT_MAX) l = -FLT_MAX;
+        s->c[i] = (cand){.id = i, .logit = l};
+    }
+}
+
+/* Higher logit first; the lower id breaks ties so every step is deterministic. */
+static int cand_before(const cand *a, const cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cand_cmp(const void *a, const void *b) {
+    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+static int argmax(const cand *c, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (cand_before(&c[i], &c[best])) best = i;
+    return best;
+}
+
+/* Min-heap on cand_before (the root is the worst kept) for selecting the k best. */
+static void heap_down(cand *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && cand_before(&h[m], &h[l])) m = l;
+        if (r < n && cand_before(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        cand t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Keeps the k best candidates, sorted, in c[0..k). O(n log k). */
+static int top_k(cand *c, int n, int k) {
+    if (k <= 0 || k >= n) return n;
+    for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int i = k; i < n; i++) {
+        if (!cand_before(&c[i], &c[0])) continue;
+        c[0] = c[i];
+        heap_down(c, k, 0);
+    }
+    qsort(c, (size_t)k, sizeof *c, cand_cmp);
+    return k;
+}
+
+/* Fills p with softmax(logit / temp). Logits are finite, so the largest term is exp(0) = 1 and
+ * the sum never vanishes; a huge logit / temp cannot overflow since only differences scale. */
+static void softmax(cand *c, int n, float temp) {
+    float max = c[argmax(c, n)].logit;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        c[i].p = expf((c[i].logit - max) / temp);
+        sum += c[i].p;
+    }
+    for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+}
+
+/* Smallest prefix (by probability) whose mass reaches top_p. */
+static int top_p(cand *c, int n, float p, int sorted) {
+    if (p >= 1.0f) return n;
+    if (!sorted) qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    softmax(c, n, 1.0f);
+    double cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (cum >= p) return i + 1;
+    }
+    return n;
+}
+
+/* Keeps candidates whose probability is at least min_p times the best one's. */
+static int min_p(cand *c, int n, float p) {
+    if (p <= 0.0f) return n;
+    float thr = c[argmax(c, n)].logit + logf(p);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (c[i].logit >= thr) c[m++] = c[i];
+    return m;
+}
+
+static int32_t draw(trit_sampler *s, int n) {
+    softmax(s->c, n, s->par.temp);
+    double r = rng_uniform(s), cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += s->c[i].p;
+        if (r < cum) return s->c[i].id;
+    }
+    return s->c[n - 1].id; /* rounding left r above the total */
+}
+
+int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    fill(s, logits);
+    int n = s->n_vocab;
+    if (s->par.temp <= 0) return s->c[argmax(s->c, n)].id;
+    int k = top_k(s->c, n, s->par.top_k);
+    n = top_p(s->c, k, s->par.top_p, k < s->n_vocab);
+    n = min_p(s->c, n, s->par.min_p);
+    return draw(s, n);
+}
