@@ -280,6 +280,35 @@ static float oracle_order_dot(uint32_t type, const void *w, const void *act) {
 
 static void oracle_order_reproduces_golden(void) { check_golden_dots(oracle_order_dot, 1); }
 
+/* Rows of several blocks (1024 = 4 Q8_K, 8 PTQ1_0, 32 Q8_0 blocks): vec_dot must agree with the
+ * double-precision dot of the decoded rows up to f32 rounding (~36 roundings of 2^-24, relative
+ * to the sum of |terms|), which catches block indexing (e.g. which half of a Q8_K block a PQ2_0
+ * block meets). */
+static void vec_dot_multi_block(void) {
+    enum { N = 1024 };
+    static float x[N], y[N], wf[N], af[N];
+    static uint8_t w[N * 4], q[N * 4];
+    uint32_t seed = 7;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((int)(seed >> 8) % 2001 - 1000) / 1000.0f;
+        y[i] = (float)((int)(seed >> 12) % 1999 - 999) / 500.0f;
+    }
+    const uint32_t ids[] = {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0,
+                            TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const type_traits *t = type_get(ids[k]), *a = type_get((uint32_t)t->vec_dot_type);
+        t->quantize(x, w, N);
+        a->quantize_act(y, q, N);
+        t->to_float(w, wf, N);
+        a->to_float(q, af, N);
+        double exact = 0, mag = 0;
+        for (int i = 0; i < N; i++) exact += (double)wf[i] * af[i], mag += fabs((double)wf[i] * af[i]);
+        float got = t->vec_dot(N, w, q);
+        CHECKF(fabs(got - exact) <= 4e-6 * mag, "%s: vec_dot %.9g, decoded dot %.9g", t->name, got, exact);
+    }
+}
+
 static void ptq1_0_and_pq2_0_decode_alike(void) {
     float *a = golden("pq2_0", "dequant.f32", ROWS * COLS * sizeof(float));
     float *b = golden("ptq1_0", "dequant.f32", ROWS * COLS * sizeof(float));
@@ -497,6 +526,7 @@ const test_case types_tests[] = {
     {"q8_0_act_differs_from_ref", q8_0_act_differs_from_ref},
     {"vec_dot_matches_golden", vec_dot_matches_golden},
     {"oracle_order_reproduces_golden", oracle_order_reproduces_golden},
+    {"vec_dot_multi_block", vec_dot_multi_block},
     {"ptq1_0_and_pq2_0_decode_alike", ptq1_0_and_pq2_0_decode_alike},
     {"contract_vectors", contract_vectors},
     {"all_zero_block", all_zero_block},
