@@ -149,7 +149,10 @@ void q8_K_quantize(const float *src, void *dst, int64_t n) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < QK_K; j++) {
             float a = fabsf(x[j]);
-            if (a > amax) amax = a, max = x[j];
+            if (a > amax) {
+                amax = a;
+                max = x[j];
+            }
         }
         memset(&b[i], 0, sizeof b[i]);
         if (amax == 0.0f) continue;

@@ -287,7 +287,8 @@ void pq2_0_quantize(const float *src, void *dst, int64_t n) {
 
 void pq2_0_quantize_act(const float *src, void *dst, int64_t n) { pq2_0_quantize(src, dst, n); }
 
-/* PQ2_0 x Q8_K: two PQ2_0 blocks per Q8_K block, each adding sumi * (d_w * d_a), fused. */
+/* PQ2_0 x Q8_K: two PQ2_0 blocks per Q8_K block, each adding sumi * (d_w * d_a), fused.
+ * n must be a multiple of 256 (whole Q8_K blocks); the fork feeds narrower rows Q8_0 instead. */
 float pq2_0_vec_dot(int64_t n, const void *w, const void *act) {
     const block_pq2_0 *x = w;
     const block_q8_K *y = act;

@@ -126,8 +126,9 @@ static void quantize_act_matches_golden(void) {
     free(act);
 }
 
-/* The oracle's Q8_0 activations round ties to even; the reference quantizer rounds them away
- * from zero. The golden act row is only reproduced by the former. */
+/* The CPU backend's Q8_0 activations (AVX2 source: id = 127/amax, _MM_ROUND_NEAREST) round ties
+ * to even; the reference quantizer rounds them away from zero. The golden act row has no tie, so
+ * both reproduce it; these constructed ties show where the two part. */
 static void q8_0_act_differs_from_ref(void) {
     float x[QK8_0] = {127.0f, 0.5f, 1.5f, -2.5f};
     block_q8_0 ref, act;
@@ -144,7 +145,12 @@ static json_t *dots_json(void) {
     return root;
 }
 
-static void vec_dot_matches_golden(void) {
+/* One row's dot product against quantized activations, by some summation order. */
+typedef float (*row_dot)(uint32_t type, const void *w, const void *act);
+
+/* Every golden weight row against our quantize_act of codec_act.f32, compared with
+ * codec_dots_port.json: within the case's ulps, or bit for bit when exact. */
+static void check_golden_dots(row_dot dot, int exact) {
     json_t *root = dots_json();
     REQUIRE(root);
     float *act = codec_floats("codec_act.f32", COLS);
@@ -158,11 +164,11 @@ static void vec_dot_matches_golden(void) {
         if (w && q && json_array_size(dots) == ROWS) {
             a->quantize_act(act, q, COLS);
             for (int r = 0; r < ROWS; r++) {
-                float got = t->vec_dot(COLS, w + r * rb, q);
+                float got = dot(cases[c].type, w + r * rb, q);
                 float want = (float)json_number_value(json_array_get(dots, (size_t)r));
                 int64_t d = ulp_diff(got, want);
-                CHECKF(d <= cases[c].max_ulps, "%s row %d: vec_dot %.9g, oracle %.9g (%lld ulps)", t->name, r,
-                       got, want, (long long)d);
+                CHECKF(d <= (exact ? 0 : cases[c].max_ulps), "%s row %d: %.9g, oracle %.9g (%lld ulps)", t->name,
+                       r, got, want, (long long)d);
             }
         }
         free(w);
@@ -171,6 +177,12 @@ static void vec_dot_matches_golden(void) {
     free(act);
     json_decref(root);
 }
+
+static float traits_dot(uint32_t type, const void *w, const void *act) {
+    return type_get(type)->vec_dot(COLS, w, act);
+}
+
+static void vec_dot_matches_golden(void) { check_golden_dots(traits_dot, 0); }
 
 /* ---- The oracle's AVX2 float order (ggml x86 kernels), re-added from our exact integer sums.
  * Only for the test: it shows that vec_dot's gap to the golden values is summation order. */
@@ -262,33 +274,39 @@ static float oracle_order_dot(uint32_t type, const void *w, const void *act) {
     case TYPE_Q1_0: return avx2_q1_0(w, act, COLS / QK1_0);
     case TYPE_TQ1_0:
     case TYPE_TQ2_0: return avx2_tq(type, w, act);
-    default: return type_get(type)->vec_dot(COLS, w, act); /* the oracle ran the scalar kernel */
+    default: return traits_dot(type, w, act); /* the oracle ran the scalar kernel */
     }
 }
 
-static void oracle_order_reproduces_golden(void) {
-    json_t *root = dots_json();
-    REQUIRE(root);
-    float *act = codec_floats("codec_act.f32", COLS);
-    for (size_t c = 0; act && c < NCASES; c++) {
-        const type_traits *t = type_get(cases[c].type), *a = type_get((uint32_t)t->vec_dot_type);
-        size_t rb = row_bytes(cases[c].type);
-        uint8_t *w = golden(cases[c].stem, "blocks.bin", ROWS * rb);
-        uint8_t *q = calloc(1, row_bytes((uint32_t)t->vec_dot_type));
-        json_t *dots = json_object_get(json_object_get(root, cases[c].stem), "vec_dot");
-        if (w && q && json_array_size(dots) == ROWS) {
-            a->quantize_act(act, q, COLS);
-            for (int r = 0; r < ROWS; r++) {
-                float got = oracle_order_dot(cases[c].type, w + r * rb, q);
-                float want = (float)json_number_value(json_array_get(dots, (size_t)r));
-                CHECKF(!memcmp(&got, &want, 4), "%s row %d: %.9g vs oracle %.9g", t->name, r, got, want);
-            }
-        }
-        free(w);
-        free(q);
+static void oracle_order_reproduces_golden(void) { check_golden_dots(oracle_order_dot, 1); }
+
+/* Rows of several blocks (1024 = 4 Q8_K, 8 PTQ1_0, 32 Q8_0 blocks): vec_dot must agree with the
+ * double-precision dot of the decoded rows up to f32 rounding (~36 roundings of 2^-24, relative
+ * to the sum of |terms|), which catches block indexing (e.g. which half of a Q8_K block a PQ2_0
+ * block meets). */
+static void vec_dot_multi_block(void) {
+    enum { N = 1024 };
+    static float x[N], y[N], wf[N], af[N];
+    static uint8_t w[N * 4], q[N * 4];
+    uint32_t seed = 7;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((int)(seed >> 8) % 2001 - 1000) / 1000.0f;
+        y[i] = (float)((int)(seed >> 12) % 1999 - 999) / 500.0f;
     }
-    free(act);
-    json_decref(root);
+    const uint32_t ids[] = {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0,
+                            TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        const type_traits *t = type_get(ids[k]), *a = type_get((uint32_t)t->vec_dot_type);
+        t->quantize(x, w, N);
+        a->quantize_act(y, q, N);
+        t->to_float(w, wf, N);
+        a->to_float(q, af, N);
+        double exact = 0, mag = 0;
+        for (int i = 0; i < N; i++) exact += (double)wf[i] * af[i], mag += fabs((double)wf[i] * af[i]);
+        float got = t->vec_dot(N, w, q);
+        CHECKF(fabs(got - exact) <= 4e-6 * mag, "%s: vec_dot %.9g, decoded dot %.9g", t->name, got, exact);
+    }
 }
 
 static void ptq1_0_and_pq2_0_decode_alike(void) {
@@ -508,6 +526,7 @@ const test_case types_tests[] = {
     {"q8_0_act_differs_from_ref", q8_0_act_differs_from_ref},
     {"vec_dot_matches_golden", vec_dot_matches_golden},
     {"oracle_order_reproduces_golden", oracle_order_reproduces_golden},
+    {"vec_dot_multi_block", vec_dot_multi_block},
     {"ptq1_0_and_pq2_0_decode_alike", ptq1_0_and_pq2_0_decode_alike},
     {"contract_vectors", contract_vectors},
     {"all_zero_block", all_zero_block},
