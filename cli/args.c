@@ -54,6 +54,15 @@ int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
     return 0;
 }
 
+int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32) {
+    if (strcmp(s, "f16") && strcmp(s, "f32")) {
+        fprintf(stderr, "trit %s: %s expects f16 or f32, got '%s'\n", cmd, flag, s);
+        return -1;
+    }
+    *f32 = !strcmp(s, "f32");
+    return 0;
+}
+
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {

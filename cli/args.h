@@ -10,6 +10,8 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 int arg_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
 int arg_float(const char *cmd, const char *flag, const char *s, double lo, double hi, float *out);
 int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+/* -ctk/-ctv value: "f16" (0) or "f32" (1). */
+int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
 /* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);
 

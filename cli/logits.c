@@ -10,7 +10,7 @@
 #include "trit.h"
 
 static const char *usage =
-    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [--no-mmap]\n"
+    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk f16|f32 -ctv f16|f32] [--no-mmap]\n"
     "  writes n_tokens rows of n_vocab float32 (little-endian) logits to OUT\n";
 
 /* Parses "1,15,27" into ids; returns the count or -1. */
@@ -38,7 +38,7 @@ static int parse_ids(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *v;
-    int n_ctx = 0, no_mmap = 0;
+    int n_ctx = 0, no_mmap = 0, kv_f32[2] = {0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -55,6 +55,10 @@ int cmd_logits(int argc, char **argv) {
             outp = v;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             if (!(v = arg_value("logits", argc, argv, &i)) || arg_int("logits", a, v, 0, 1 << 22, &n_ctx)) return 1;
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") ||
+                   !strcmp(a, "--cache-type-v")) {
+            if (!(v = arg_value("logits", argc, argv, &i)) || arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
+                return 1;
         } else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else {
             fprintf(stderr, "trit logits: unknown option '%s' (see trit logits --help)\n", a);
@@ -62,6 +66,7 @@ int cmd_logits(int argc, char **argv) {
         }
     }
     if (!model || !tokens || !outp) return fprintf(stderr, "trit logits: -m, --tokens and -o are required\n"), 1;
+    if (kv_f32[0] != kv_f32[1]) return fprintf(stderr, "trit logits: -ctk and -ctv must name the same type\n"), 1;
     int32_t *ids = NULL;
     int n = parse_ids(tokens, &ids);
     if (n <= 0) return fprintf(stderr, "trit logits: --tokens expects ids like 1,15,27\n"), 1;
@@ -76,7 +81,7 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "trit logits: %s\n", err);
         goto out;
     }
-    trit_session_params sp = {.n_ctx = n_ctx > 0 ? n_ctx : n, .n_threads = 0};
+    trit_session_params sp = {.n_ctx = n_ctx > 0 ? n_ctx : n, .n_threads = 0, .kv_f32 = kv_f32[0]};
     if (!(s = trit_session_new(m, &sp, err, sizeof err))) {
         fprintf(stderr, "trit logits: %s\n", err);
         goto out;

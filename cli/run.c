@@ -25,13 +25,14 @@ static const char *usage =
     "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n"
     "  --repeat-last-n N       tokens the penalty looks back (default 64; -1 = all)\n"
     "  -s, --seed N            sampling seed (default -1 = random)\n"
+    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  -ngl, --n-gpu-layers N  layers on the GPU (this build has no GPU backend)\n"
     "  --verbose-prompt        print the prompt's tokens to stderr\n";
 
 typedef struct {
     const char *model, *prompt, *prompt_file;
-    int n_predict, n_ctx, n_threads, n_gpu_layers, no_mmap, verbose_prompt;
+    int n_predict, n_ctx, n_threads, n_gpu_layers, no_mmap, verbose_prompt, kv_f32[2];
     trit_sampler_params sp;
 } run_opts;
 
@@ -68,6 +69,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (IS("--repeat-penalty", NULL)) { VAL(); if (arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty)) return -1; }
         else if (IS("--repeat-last-n", NULL)) { VAL(); if (arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n)) return -1; }
         else if (IS("-s", "--seed")) { VAL(); if (arg_u64(c, a, v, &o->sp.seed)) return -1; }
+        else if (IS("-ctk", "--cache-type-k")) { VAL(); if (arg_cache_type(c, a, v, &o->kv_f32[0])) return -1; }
+        else if (IS("-ctv", "--cache-type-v")) { VAL(); if (arg_cache_type(c, a, v, &o->kv_f32[1])) return -1; }
         else if (IS("--no-mmap", NULL)) o->no_mmap = 1;
         else if (IS("--verbose-prompt", NULL)) o->verbose_prompt = 1;
         else {
@@ -78,6 +81,7 @@ static int parse(int argc, char **argv, run_opts *o) {
 #undef VAL
     }
     if (!o->model) return fprintf(stderr, "trit run: -m FILE is required\n"), -1;
+    if (o->kv_f32[0] != o->kv_f32[1]) return fprintf(stderr, "trit run: -ctk and -ctv must name the same type\n"), -1;
     if (!o->prompt == !o->prompt_file) return fprintf(stderr, "trit run: give exactly one of -p TEXT or -f FILE\n"), -1;
     return 0;
 }
@@ -105,7 +109,7 @@ static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run
     }
     int n = trit_tokenize(m, text, len, 1, 1, toks, cap);
     if (n < 0) {
-        fprintf(stderr, "trit run: the prompt needs %d tokens, more than expected\n", -n);
+        fprintf(stderr, "trit run: the prompt cannot be tokenized\n");
         goto out;
     }
     if (n == 0) {
@@ -170,7 +174,7 @@ int cmd_run(int argc, char **argv) {
         free(text);
         return 1;
     }
-    trit_session_params sp = {.n_ctx = o.n_ctx, .n_threads = o.n_threads};
+    trit_session_params sp = {.n_ctx = o.n_ctx, .n_threads = o.n_threads, .kv_f32 = o.kv_f32[0]};
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     trit_sampler *smp = trit_sampler_new(&o.sp, trit_model_n_vocab(m));
     int rc = 1;

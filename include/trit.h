@@ -38,11 +38,13 @@ int32_t trit_token_bos(const trit_model *m); /* -1 when the vocabulary has none 
 int32_t trit_token_eos(const trit_model *m);
 int trit_token_is_eog(const trit_model *m, int32_t tok); /* end of generation (EOS, EOT, ...) */
 int trit_add_bos(const trit_model *m);                   /* whether prompts start with BOS */
-/* Tokenizes text; returns the token count, or -(needed count) when max_tokens is too small. */
+/* Tokenizes text; returns the token count, -(needed count) when max_tokens is too small, or
+ * INT_MIN on invalid input (NULL text, absurd length, out of memory). len + 8 tokens always suffice. */
 int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special,
                   int parse_special, int32_t *tokens, int max_tokens);
 /* Bytes of one token's text (byte tokens decoded, SPM's U+2581 turned into spaces); with
- * special = 0, control tokens render as nothing. Returns the length or -(needed length). */
+ * special = 0, control tokens render as nothing. Returns the length, -(needed length) when size is
+ * too small, or INT_MIN for an id outside the vocabulary. */
 int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special);
 
 /* ---- session: one sequence over a loaded model ---- */

@@ -74,31 +74,6 @@ void file_map_close(file_map *m) {
 static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));
-    if (exp == 0) {
-        float v = (float)man * (1.0f / 16777216.0f); /* man * 2^-24 */
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-}
-
-uint16_t f32_to_f16(float f) {
-    uint32_t u = f32_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff); /* nan: quieted, top payload kept (as F16C) */
-    if (a >= 0x477ff000u) return sign | 0x7c00;                                 /* inf, or rounds to inf */
-    if (a < 0x38800000u) {                                                       /* subnormal or zero */
-        float v = bits_f32(a) * 16777216.0f;                                     /* x * 2^24 */
-        return sign | (uint16_t)lrintf(v);                                       /* ties to even */
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1); /* round to nearest even at bit 13 */
-    return sign | (uint16_t)((r - 0x38000000u) >> 13);
-}
-
 float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
 uint16_t f32_to_bf16(float f) {

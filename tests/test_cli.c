@@ -123,7 +123,7 @@ static void test_logits_file(void) {
     int fd = mkstemp(outp);
     REQUIRE(fd >= 0);
     close(fd);
-    snprintf(args, sizeof args, "logits -m %s --tokens 1,15,27,300,42,7,99,100 -o %s",
+    snprintf(args, sizeof args, "logits -m %s --tokens 1,15,27,300,42,7,99,100 -o %s -ctk f32 -ctv f32",
              shared_path("golden/models/tiny-llama-F32.gguf"), outp);
     CHECK(trit(args, NULL, NULL) == 0);
     size_t n = 0, gn = 0;

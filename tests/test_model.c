@@ -210,7 +210,70 @@ static void test_stories_greedy(void) {
     json_decref(js);
 }
 
+/* -log p(next) for every position but the last, summed (log-softmax in double). */
+static double sum_nll(const float *lg, const int32_t *toks, int n, int nv) {
+    double nll = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        const float *row = lg + (size_t)i * nv;
+        double max = row[0], sum = 0;
+        for (int j = 1; j < nv; j++) max = row[j] > max ? row[j] : max;
+        for (int j = 0; j < nv; j++) sum += exp(row[j] - max);
+        nll += log(sum) + max - row[toks[i + 1]];
+    }
+    return nll;
+}
+
+/* stories260K: perplexity over the first 200 TinyStories validation stories, each scored alone as
+ * [BOS] + tokens (at most 512), reproduces mainline llama.cpp's 3.607517 within 0.1 %. */
+static void test_stories_perplexity(void) {
+    json_error_t je;
+    json_t *js = json_load_file(shared_path("data/reference/stories260K.llamacpp-ref.json"), 0, &je);
+    char *text = read_file(shared_path("data/text/tinystories_valid_first1000.txt"), NULL);
+    trit_model *m = load(shared_path("data/models/stories260K.gguf"));
+    REQUIRE(js && text && m);
+    json_t *ppl = json_object_get(js, "perplexity"), *per = json_object_get(ppl, "per_story_tokens_and_nll");
+    int n_stories = (int)json_integer_value(json_object_get(ppl, "stories"));
+    double want = json_number_value(json_object_get(ppl, "ppl"));
+    REQUIRE(n_stories == 200 && want > 1);
+    const char *sep = "\n<|endoftext|>\n";
+    int nv = trit_model_n_vocab(m), count_ok = 0;
+    int32_t *toks = malloc(8192 * sizeof *toks);
+    float *lg = malloc((size_t)512 * nv * sizeof(float));
+    char err[512];
+    trit_session_params sp = {.n_ctx = 512, .kv_f32 = 1};
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    REQUIRE(toks && lg && s);
+    double nll = 0;
+    long predicted = 0;
+    char *p = text;
+    for (int k = 0; k < n_stories; k++) {
+        char *end = strstr(p, sep);
+        REQUIRE(end);
+        int n = trit_tokenize(m, p, (size_t)(end - p), 1, 0, toks, 8192);
+        REQUIRE(n > 1);
+        if (n > 512) n = 512;
+        trit_session_reset(s);
+        REQUIRE(!trit_session_eval(s, toks, n, lg, 1, err, sizeof err));
+        nll += sum_nll(lg, toks, n, nv);
+        predicted += n - 1;
+        count_ok += json_integer_value(json_array_get(json_array_get(per, (size_t)k), 0)) == n;
+        p = end + strlen(sep);
+    }
+    double got = exp(nll / predicted);
+    CHECKF(count_ok == n_stories, "token counts agree for %d of %d stories", count_ok, n_stories);
+    CHECKF(fabs(got / want - 1) <= 1e-3, "ppl %.6f, want %.6f", got, want);
+    printf("    stories260K ppl %.6f over %ld tokens (llama.cpp %.6f, %+.4f%%)\n", got, predicted, want,
+           100 * (got / want - 1));
+    trit_session_free(s);
+    free(lg);
+    free(toks);
+    free(text);
+    trit_model_free(m);
+    json_decref(js);
+}
+
 const test_case model_tests[] = {
+    {"stories_perplexity", test_stories_perplexity},
     {"stories_reference_logits", test_stories_reference_logits},
     {"stories_greedy", test_stories_greedy},
     {"llama_f32_golden", test_llama_f32_golden},

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "quants.h"
 #include "quants_impl.h"
 #include "test.h"
@@ -519,7 +520,41 @@ static void zero_and_negative_zero(void) {
     }
 }
 
+/* Every PQ2_0 tensor of the golden models transcodes to the PTQ1_0 file's bytes and back. */
+static void transcode_golden_models(void) {
+    const char *names[] = {"tiny-llama", "tiny-qwen3", "tiny-qwen35", "tiny-qwen3-hadamard", "tiny-qwen35-hadamard"};
+    int tensors = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char a[128], b[128];
+        snprintf(a, sizeof a, "golden/models/%s-PQ2_0.gguf", names[k]);
+        snprintf(b, sizeof b, "golden/models/%s-PTQ1_0.gguf", names[k]);
+        trit_err err;
+        gguf_file *pq = gguf_open(shared_path(a), 1, &err), *pt = gguf_open(shared_path(b), 1, &err);
+        CHECKF(pq && pt, "%s", err.msg);
+        for (size_t i = 0; pq && pt && i < pq->n_tensors; i++) {
+            const gguf_tensor *x = &pq->tensors[i], *y = gguf_find_tensor(pt, x->name);
+            if (x->type != TYPE_PQ2_0) continue;
+            REQUIREF(y && y->type == TYPE_PTQ1_0, "%s: %s has no PTQ1_0 twin", names[k], x->name);
+            int64_t n = x->ne[0] * x->ne[1] * x->ne[2] * x->ne[3];
+            uint8_t *to_pt = malloc(y->size), *to_pq = malloc(x->size);
+            REQUIRE(to_pt && to_pq);
+            CHECK(type_transcode(TYPE_PTQ1_0, to_pt, TYPE_PQ2_0, x->data, n) == 0);
+            CHECK(type_transcode(TYPE_PQ2_0, to_pq, TYPE_PTQ1_0, y->data, n) == 0);
+            CHECKF(!memcmp(to_pt, y->data, y->size), "%s: %s PQ2_0 -> PTQ1_0 differs", names[k], x->name);
+            CHECKF(!memcmp(to_pq, x->data, x->size), "%s: %s PTQ1_0 -> PQ2_0 differs", names[k], x->name);
+            free(to_pt);
+            free(to_pq);
+            tensors++;
+        }
+        gguf_close(pq);
+        gguf_close(pt);
+    }
+    CHECKF(tensors >= 60, "only %d tensors compared", tensors);
+    printf("    %d PQ2_0/PTQ1_0 tensor pairs transcode losslessly both ways\n", tensors);
+}
+
 const test_case types_tests[] = {
+    {"transcode_golden_models", transcode_golden_models},
     {"quantize_matches_golden", quantize_matches_golden},
     {"dequant_matches_golden", dequant_matches_golden},
     {"quantize_act_matches_golden", quantize_act_matches_golden},
