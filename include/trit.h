@@ -62,6 +62,9 @@ int trit_session_n_past(const trit_session *s);
 int trit_session_n_ctx(const trit_session *s);
 /* Forgets all tokens (the cache is reused). */
 void trit_session_reset(trit_session *s);
+/* Makes dst continue exactly where src stands (KV cache and recurrent state); both sessions must
+ * belong to the same model and cache type, and dst's context must hold src's tokens. */
+int trit_session_copy(trit_session *dst, const trit_session *src, char *err, size_t errlen);
 /* Appends n tokens and evaluates them. logits (may be NULL) receives n_vocab floats for each
  * token when all_logits != 0, otherwise for the last token only. Returns 0 or -1. */
 int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits,

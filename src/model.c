@@ -15,10 +15,11 @@ typedef struct {
 
 static const arch_entry arches[] = {
     {"llama", ROPE_NORM, llama_load},
+    {"qwen3", ROPE_NEOX, llama_load},
+    {"qwen35", ROPE_NEOX, qwen35_load},
 };
 
-/* Reads "<arch>.<key>" as an integer in [lo, hi]; def when absent (def < 0: required). */
-static int arch_int(const model *m, const char *key, int64_t def, int64_t lo, int64_t hi, int *out, trit_err *err) {
+int model_int(const model *m, const char *key, int64_t def, int64_t lo, int64_t hi, int *out, trit_err *err) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", m->arch, key);
     int64_t v;
@@ -35,7 +36,7 @@ static int arch_int(const model *m, const char *key, int64_t def, int64_t lo, in
     return 0;
 }
 
-static int arch_float(const model *m, const char *key, double def, double lo, double hi, float *out, trit_err *err) {
+int model_float(const model *m, const char *key, double def, double lo, double hi, float *out, trit_err *err) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", m->arch, key);
     double v;
@@ -51,21 +52,25 @@ static int arch_float(const model *m, const char *key, double def, double lo, do
 static int read_hparams(model *m, trit_err *err) {
     hparams *hp = &m->hp;
     const int big = 1 << 20;
-    if (arch_int(m, "embedding_length", -1, 1, big, &hp->n_embd, err) ||
-        arch_int(m, "block_count", -1, 1, MODEL_MAX_LAYERS, &hp->n_layer, err) ||
-        arch_int(m, "feed_forward_length", -1, 1, big, &hp->n_ff, err) ||
-        arch_int(m, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train, err) ||
-        arch_int(m, "attention.head_count", -1, 1, 4096, &hp->n_head, err) ||
-        arch_int(m, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err) ||
-        arch_int(m, "attention.key_length", hp->n_embd / hp->n_head, 1, big, &hp->head_dim, err) ||
-        arch_int(m, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, err) ||
-        arch_float(m, "attention.layer_norm_rms_epsilon", 1e-5, 0, 1, &hp->rms_eps, err) ||
-        arch_float(m, "rope.freq_base", 10000.0, 1e-3, 1e12, &hp->rope_base, err))
+    if (model_int(m, "embedding_length", -1, 1, big, &hp->n_embd, err) ||
+        model_int(m, "block_count", -1, 1, MODEL_MAX_LAYERS, &hp->n_layer, err) ||
+        model_int(m, "feed_forward_length", -1, 1, big, &hp->n_ff, err) ||
+        model_int(m, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train, err) ||
+        model_int(m, "attention.head_count", -1, 1, 4096, &hp->n_head, err) ||
+        model_int(m, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv, err) ||
+        model_int(m, "attention.key_length", hp->n_embd / hp->n_head, 1, big, &hp->head_dim, err) ||
+        model_int(m, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, err) ||
+        model_float(m, "attention.layer_norm_rms_epsilon", 1e-5, 0, 1, &hp->rms_eps, err) ||
+        model_float(m, "rope.freq_base", 10000.0, 1e-3, 1e12, &hp->rope_base, err))
         return -1;
     if (hp->n_head % hp->n_head_kv)
         return fail(err, "%s: head_count %d is not a multiple of head_count_kv %d", m->file->path, hp->n_head,
                     hp->n_head_kv);
     if (hp->rope_dim % 2) return fail(err, "%s: rope.dimension_count must be even", m->file->path);
+    int vlen;
+    if (model_int(m, "attention.value_length", hp->head_dim, 1, big, &vlen, err)) return -1;
+    if (vlen != hp->head_dim)
+        return fail(err, "%s: value_length %d differs from key_length %d", m->file->path, vlen, hp->head_dim);
     int64_t vl;
     const gguf_tensor *emb = gguf_find_tensor(m->file, "token_embd.weight");
     if (!emb) return fail(err, "%s: missing tensor 'token_embd.weight'", m->file->path);
@@ -86,9 +91,10 @@ static void describe(model *m) {
         bytes += t->size;
     }
     const char *ftype = "?";
-    if (m->layers) ftype = type_name(m->layers[0].wq.type);
-    snprintf(m->desc, sizeof m->desc, "%s, %d layers, dim %d, %.2fM params, %s, %.2f bits/weight", m->arch,
-             m->hp.n_layer, m->hp.n_embd, params / 1e6, ftype, params ? 8.0 * bytes / params : 0.0);
+    if (m->layers) ftype = type_name(m->layers[0].ffn_gate.type);
+    snprintf(m->desc, sizeof m->desc, "%s, %d layers, dim %d, %.2fM params, %s, %.2f bits/weight, %s", m->arch,
+             m->hp.n_layer, m->hp.n_embd, params / 1e6, ftype, params ? 8.0 * bytes / params : 0.0,
+             m->rot.present ? "Hadamard-rotated" : "no rotation declared");
 }
 
 model *model_load(const char *path, int use_mmap, trit_err *err) {
@@ -117,11 +123,21 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
     for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++)
         if (!strcmp(arches[i].name, arch)) a = &arches[i];
     if (!a) {
-        fail(err, "%s: architecture '%s' is not supported (supported: llama)", path, arch);
+        fail(err, "%s: architecture '%s' is not supported (supported: llama, qwen3, qwen35)", path, arch);
         goto bad;
     }
     m->hp.rope = a->rope;
-    if (read_hparams(m, err) || a->load(m, err)) goto bad;
+    if (read_hparams(m, err) || rot_contract_load(&m->rot, m, err)) goto bad;
+    if (!(m->layers = calloc((size_t)m->hp.n_layer, sizeof(layer)))) {
+        fail(err, "out of memory");
+        goto bad;
+    }
+    if (a->load(m, err)) goto bad;
+    if (m->n_folded != m->rot.n_names) {
+        fail(err, "%s: '" "prism.hadamard.weight_names' lists %d tensors but only %d of them are weights of this model",
+             path, m->rot.n_names, m->n_folded);
+        goto bad;
+    }
     describe(m);
     return m;
 bad:
@@ -134,7 +150,9 @@ int model_has_weights(const model *m) { return m->layers != NULL; }
 void model_free(model *m) {
     if (!m) return;
     free(m->layers);
-    free(m->norms);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    rot_contract_free(&m->rot);
     vocab_free(m->vocab);
     gguf_close(m->file);
     free(m);

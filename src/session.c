@@ -15,26 +15,37 @@ static float *carve(float *base, size_t *cur, size_t n) {
     return p;
 }
 
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
 /* Lays out every buffer; with base == NULL only counts. Returns the floats needed. */
 static size_t layout(session *s, float *base) {
     const hparams *hp = &s->m->hp;
     size_t cur = 0, nb = (size_t)s->n_batch;
     size_t kvdim = (size_t)hp->n_head_kv * hp->head_dim, qdim = (size_t)hp->n_head * hp->head_dim;
-    size_t wide = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
-    size_t widest_in = wide > qdim ? wide : qdim;
+    size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
+    size_t widest_in = max3((size_t)hp->n_embd, (size_t)hp->n_ff, max3(qdim, inner, 0));
+    size_t wide = max3(widest_in, 2 * qdim, conv_dim);
     size_t kv_floats = kv_cache_bytes(&s->kv) / sizeof(float) + 1;
     s->kv.k = carve(base, &cur, kv_floats);
     s->kv.v = carve(base, &cur, kv_floats);
     s->x = carve(base, &cur, nb * hp->n_embd);
     s->xn = carve(base, &cur, nb * hp->n_embd);
     s->q = carve(base, &cur, nb * qdim);
-    s->att = carve(base, &cur, nb * qdim);
+    s->att = carve(base, &cur, nb * (qdim > inner ? qdim : inner));
     s->k = carve(base, &cur, nb * kvdim);
     s->v = carve(base, &cur, nb * kvdim);
     s->h1 = carve(base, &cur, nb * wide);
     s->h2 = carve(base, &cur, nb * wide);
-    s->scores = carve(base, &cur, (size_t)(s->n_ctx > 2 * hp->head_dim ? s->n_ctx : 2 * hp->head_dim));
+    s->xr = carve(base, &cur, nb * widest_in);
+    s->ab = carve(base, &cur, 2 * nb * (size_t)hp->ssm_n_v);
+    s->scores = carve(base, &cur, max3((size_t)s->n_ctx, 2 * (size_t)hp->head_dim, inner));
     s->mm_scratch = carve(base, &cur, matmul_scratch_bytes((int64_t)widest_in) / sizeof(float) + 1);
+    size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
+    size_t ssm = (size_t)hp->n_recurrent * inner * d;
+    s->state_floats = conv + ssm;
+    s->conv_state = base ? base + cur : NULL; /* conv and ssm state adjacent: reset and copy are one memset/memcpy */
+    s->ssm_state = base ? base + cur + conv : NULL;
+    cur += s->state_floats;
     return cur;
 }
 
@@ -58,7 +69,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
     s->n_threads = n_threads;
     s->n_batch = SESSION_BATCH;
     const hparams *hp = &m->hp;
-    kv_cache kv = {kv_f16, n_ctx, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    kv_cache kv = {kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
     s->kv = kv;
     size_t n = layout(s, NULL);
     s->block = calloc(n, sizeof(float));
@@ -77,6 +88,25 @@ void session_free(session *s) {
     free(s);
 }
 
+void session_reset(session *s) {
+    s->n_past = 0;
+    memset(s->conv_state, 0, s->state_floats * sizeof(float));
+}
+
+int session_copy(session *dst, const session *src, trit_err *err) {
+    if (dst->m != src->m || dst->kv.f16 != src->kv.f16) return fail(err, "sessions of different models or cache types");
+    if (dst->n_ctx < src->n_past) return fail(err, "the destination context (%d) is shorter than %d tokens", dst->n_ctx, src->n_past);
+    size_t el = src->kv.f16 ? 2 : 4, row = (size_t)src->kv.n_head_kv * src->kv.head_dim * el;
+    for (int l = 0; l < src->kv.n_layer; l++) {
+        size_t from = (size_t)l * src->n_ctx * row, to = (size_t)l * dst->n_ctx * row;
+        memcpy((char *)dst->kv.k + to, (const char *)src->kv.k + from, (size_t)src->n_past * row);
+        memcpy((char *)dst->kv.v + to, (const char *)src->kv.v + from, (size_t)src->n_past * row);
+    }
+    memcpy(dst->conv_state, src->conv_state, src->state_floats * sizeof(float));
+    dst->n_past = src->n_past;
+    return 0;
+}
+
 int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err) {
     const int n_vocab = s->m->hp.n_vocab;
     if (n <= 0) return fail(err, "no tokens to evaluate");
@@ -92,7 +122,7 @@ int session_eval(session *s, const int32_t *tokens, int n, float *logits, int al
             int i = done + t;
             out[t] = !logits ? NULL : all_logits ? logits + (size_t)i * n_vocab : i == n - 1 ? logits : NULL;
         }
-        llama_forward(s, tokens + done, nb, out);
+        s->m->forward(s, tokens + done, nb, out);
         s->n_past += nb;
     }
     return 0;

@@ -101,7 +101,16 @@ void trit_session_free(trit_session *s) {
 
 int trit_session_n_past(const trit_session *s) { return s->s->n_past; }
 int trit_session_n_ctx(const trit_session *s) { return s->s->n_ctx; }
-void trit_session_reset(trit_session *s) { s->s->n_past = 0; }
+void trit_session_reset(trit_session *s) { session_reset(s->s); }
+
+int trit_session_copy(trit_session *dst, const trit_session *src, char *err, size_t errlen) {
+    trit_err e = {{0}};
+    if (session_copy(dst->s, src->s, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
 
 int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                       size_t errlen) {

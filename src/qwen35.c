@@ -1,0 +1,246 @@
+/* qwen35 (Ternary Bonsai 2): a hybrid of Gated DeltaNet layers and gated full-attention layers
+ * (every full_attention_interval-th layer, or as attention.recurrent_layers says).
+ * Norm weights are used as stored (the file holds 1 + w, except ssm_norm). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "ops.h"
+
+static void qwen35_forward(session *s, const int32_t *tokens, int nb, float *const *out);
+
+static int read_ssm_hparams(model *m, trit_err *err) {
+    hparams *hp = &m->hp;
+    int inner, interval;
+    if (model_int(m, "ssm.conv_kernel", -1, 1, 64, &hp->ssm_d_conv, err) ||
+        model_int(m, "ssm.state_size", -1, 1, 4096, &hp->ssm_d_state, err) ||
+        model_int(m, "ssm.group_count", -1, 1, 4096, &hp->ssm_n_k, err) ||
+        model_int(m, "ssm.time_step_rank", -1, 1, 4096, &hp->ssm_n_v, err) ||
+        model_int(m, "ssm.inner_size", -1, 1, 1 << 20, &inner, err) ||
+        model_int(m, "full_attention_interval", 4, 1, MODEL_MAX_LAYERS, &interval, err))
+        return -1;
+    if (inner != hp->ssm_n_v * hp->ssm_d_state || hp->ssm_n_v % hp->ssm_n_k)
+        return fail(err, "%s: inconsistent ssm geometry (inner %d, %d value heads, %d key heads, state %d)",
+                    m->file->path, inner, hp->ssm_n_v, hp->ssm_n_k, hp->ssm_d_state);
+    /* Text positions are equal in every section, so the multi-section rotation is NeoX over rope_dim. */
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch);
+    const gguf_kv *sec = gguf_find(m->file, key);
+    if (!sec || sec->type != GGUF_ARRAY || !gguf_vtype_size(sec->arr_type) || sec->n != 4)
+        return fail(err, "%s: '%s' must be an array of 4 integers", m->file->path, key);
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) sum += gguf_arr_int(sec, (uint64_t)i) < 0 ? 1 << 30 : gguf_arr_int(sec, (uint64_t)i);
+    if (sum * 2 != hp->rope_dim)
+        return fail(err, "%s: '%s' sums to %lld, not rope.dimension_count / 2 = %d", m->file->path, key, (long long)sum,
+                    hp->rope_dim / 2);
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch);
+    const gguf_kv *rl = gguf_find(m->file, key);
+    if (rl && (rl->type != GGUF_ARRAY || !gguf_vtype_size(rl->arr_type) || rl->n != (uint64_t)hp->n_layer))
+        return fail(err, "%s: '%s' must hold one flag per layer", m->file->path, key);
+    hp->n_recurrent = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer *L = &m->layers[il];
+        L->recurrent = rl ? gguf_arr_int(rl, (uint64_t)il) != 0 : (il + 1) % interval != 0;
+        L->slot = L->recurrent ? hp->n_recurrent++ : il - hp->n_recurrent;
+    }
+    return 0;
+}
+
+static int load_attention(model *m, layer *L, int il, trit_err *err) {
+    const hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
+    char name[96];
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", il), name)
+    if (bind_weight(m, &L->wq, NAME("attn_q"), E, 2 * qdim, 1, err) ||
+        bind_weight(m, &L->wk, NAME("attn_k"), E, kvdim, 1, err) ||
+        bind_weight(m, &L->wv, NAME("attn_v"), E, kvdim, 1, err) ||
+        bind_weight(m, &L->wo, NAME("attn_output"), qdim, E, 1, err) ||
+        !(L->q_norm = bind_vector(m, NAME("attn_q_norm"), hd, err)) ||
+        !(L->k_norm = bind_vector(m, NAME("attn_k_norm"), hd, err)))
+        return -1;
+    return 0;
+}
+
+static int load_recurrent(model *m, layer *L, int il, trit_err *err) {
+    const hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, d = hp->ssm_d_state, n_v = hp->ssm_n_v;
+    int64_t conv_dim = 2 * hp->ssm_n_k * d + n_v * d;
+    char name[96];
+    if (bind_weight(m, &L->qkv, NAME("attn_qkv"), E, conv_dim, 1, err) ||
+        bind_weight(m, &L->gate, NAME("attn_gate"), E, n_v * d, 1, err) ||
+        bind_weight(m, &L->alpha, NAME("ssm_alpha"), E, n_v, 1, err) ||
+        bind_weight(m, &L->beta, NAME("ssm_beta"), E, n_v, 1, err) ||
+        bind_weight(m, &L->ssm_out, NAME("ssm_out"), n_v * d, E, 1, err) ||
+        !(L->conv = bind_matrix(m, NAME("ssm_conv1d"), hp->ssm_d_conv, conv_dim, err)) ||
+        !(L->ssm_norm = bind_vector(m, NAME("ssm_norm"), d, err)))
+        return -1;
+    snprintf(name, sizeof name, "blk.%d.ssm_a", il);
+    if (!(L->ssm_a = bind_vector(m, name, n_v, err))) return -1;
+    snprintf(name, sizeof name, "blk.%d.ssm_dt.bias", il);
+    if (!(L->dt_bias = bind_vector(m, name, n_v, err))) return -1;
+    if (L->alpha.rot.block || L->beta.rot.block)
+        return fail(err, "%s: the rotation contract folds ssm_alpha/ssm_beta of layer %d, which read the unrotated input",
+                    m->file->path, il);
+    return 0;
+}
+
+int qwen35_load(model *m, trit_err *err) {
+    const hparams *hp = &m->hp;
+    int64_t E = hp->n_embd;
+    if (read_ssm_hparams(m, err) || bind_globals(m, err)) return -1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer *L = &m->layers[il];
+        char name[96];
+        if (!(L->attn_norm = bind_vector(m, NAME("attn_norm"), E, err)) ||
+            !(L->ffn_norm = bind_vector(m, NAME("post_attention_norm"), E, err)) ||
+            (L->recurrent ? load_recurrent(m, L, il, err) : load_attention(m, L, il, err)) ||
+            bind_weight(m, &L->ffn_gate, NAME("ffn_gate"), E, hp->n_ff, 1, err) ||
+            bind_weight(m, &L->ffn_up, NAME("ffn_up"), E, hp->n_ff, 1, err) ||
+            bind_weight(m, &L->ffn_down, NAME("ffn_down"), hp->n_ff, E, 1, err))
+            return -1;
+    }
+#undef NAME
+    m->forward = qwen35_forward;
+    return 0;
+}
+
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* x += gated attention(h): per head, query and gate interleaved in attn_q's output. */
+static void gated_attention(session *s, const layer *L, int nb) {
+    const hparams *hp = &s->m->hp;
+    int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
+    const weight *in[] = {&L->wq, &L->wk, &L->wv};
+    const float *xr = rotated_input(in, 3, s->xn, nb, s->xr);
+    matmul_in(&L->wq, s->xn, xr, s->h1, nb, s->mm_scratch); /* [nb][n_head][query hd | gate hd] */
+    matmul_in(&L->wk, s->xn, xr, s->k, nb, s->mm_scratch);
+    matmul_in(&L->wv, s->xn, xr, s->v, nb, s->mm_scratch);
+    for (int t = 0; t < nb; t++) {
+        int pos = s->n_past + t;
+        float *q = s->q + (size_t)t * qdim, *k = s->k + (size_t)t * kvdim;
+        const float *qg = s->h1 + (size_t)t * 2 * qdim;
+        for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
+        head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
+        head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
+        rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
+        rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
+        kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
+    }
+    for (int t = 0; t < nb; t++) {
+        float *att = s->att + (size_t)t * qdim;
+        const float *qg = s->h1 + (size_t)t * 2 * qdim;
+        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, att, s->scores);
+        for (int h = 0; h < hp->n_head; h++)
+            for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
+    }
+    const weight *o[] = {&L->wo};
+    const float *ar = rotated_input(o, 1, s->att, nb, s->xr);
+    matmul_in(&L->wo, s->att, ar, s->xn, nb, s->mm_scratch);
+    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+}
+
+/* Causal depthwise convolution of one token's channels with the carried window, then SiLU.
+ * state holds the previous d_conv-1 inputs of every channel, oldest first. */
+static void conv_step(const layer *L, float *state, float *xc, int conv_dim, int K) {
+    for (int c = 0; c < conv_dim; c++) {
+        const float *w = L->conv + (size_t)c * K;
+        float *st = state + (size_t)c * (K - 1);
+        float acc = 0;
+        for (int i = 0; i < K - 1; i++) acc += w[i] * st[i];
+        acc += w[K - 1] * xc[c];
+        for (int i = 0; i + 1 < K - 1; i++) st[i] = st[i + 1];
+        if (K > 1) st[K - 2] = xc[c];
+        xc[c] = silu(acc);
+    }
+}
+
+static void l2_normalize(float *x, int n, float eps) {
+    float ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float scale = 1.0f / fmaxf(sqrtf(ss), eps);
+    for (int i = 0; i < n; i++) x[i] *= scale;
+}
+
+/* One token of the gated delta rule for value head h: M <- exp(g) M; M += beta (v - M k) k^T;
+ * o = M q. M is [d values][d keys]. */
+static void delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int d) {
+    for (int i = 0; i < d; i++) {
+        float *row = M + (size_t)i * d;
+        float mk = 0;
+        for (int j = 0; j < d; j++) {
+            row[j] *= decay;
+            mk += row[j] * k[j];
+        }
+        float delta = beta * (v[i] - mk);
+        float oi = 0;
+        for (int j = 0; j < d; j++) {
+            row[j] += delta * k[j];
+            oi += row[j] * q[j];
+        }
+        o[i] = oi;
+    }
+}
+
+/* x += Gated DeltaNet(h) over nb tokens, advancing the layer's conv and recurrent state. */
+static void gated_deltanet(session *s, const layer *L, int nb) {
+    const hparams *hp = &s->m->hp;
+    int E = hp->n_embd, d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, K = hp->ssm_d_conv;
+    int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
+    const weight *in[] = {&L->qkv, &L->gate};
+    const float *xr = rotated_input(in, 2, s->xn, nb, s->xr);
+    matmul_in(&L->qkv, s->xn, xr, s->h1, nb, s->mm_scratch); /* [nb][conv_dim] */
+    matmul_in(&L->gate, s->xn, xr, s->h2, nb, s->mm_scratch); /* z: [nb][inner] */
+    matmul(&L->alpha, s->xn, s->ab, nb, s->mm_scratch);       /* [nb][n_v] then beta after it */
+    matmul(&L->beta, s->xn, s->ab + (size_t)nb * n_v, nb, s->mm_scratch);
+    float *conv_state = s->conv_state + (size_t)L->slot * conv_dim * (K - 1);
+    float *ssm = s->ssm_state + (size_t)L->slot * n_v * d * d;
+    float qscale = 1.0f / sqrtf((float)d);
+    for (int t = 0; t < nb; t++) {
+        float *xc = s->h1 + (size_t)t * conv_dim, *z = s->h2 + (size_t)t * inner;
+        float *o = s->att + (size_t)t * inner;
+        conv_step(L, conv_state, xc, conv_dim, K);
+        float *q = xc, *k = xc + n_k * d, *v = xc + 2 * n_k * d;
+        for (int h = 0; h < n_k; h++) {
+            l2_normalize(q + h * d, d, hp->rms_eps);
+            l2_normalize(k + h * d, d, hp->rms_eps);
+            for (int i = 0; i < d; i++) q[h * d + i] *= qscale;
+        }
+        const float *a = s->ab + (size_t)t * n_v, *b = s->ab + (size_t)nb * n_v + (size_t)t * n_v;
+        for (int h = 0; h < n_v; h++) {
+            int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
+            float decay = expf(L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]));
+            delta_step(ssm + (size_t)h * d * d, q + kh * d, k + kh * d, v + h * d, decay, sigmoid(b[h]), o + h * d, d);
+            rmsnorm(o + h * d, o + h * d, L->ssm_norm, d, hp->rms_eps);
+            for (int i = 0; i < d; i++) o[h * d + i] *= silu(z[h * d + i]);
+        }
+        if (s->m->rot.gdn_v_grouped) { /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
+            int rep = n_v / n_k;
+            float *tmp = s->scores;
+            memcpy(tmp, o, (size_t)inner * sizeof(float));
+            for (int r = 0; r < rep; r++)
+                for (int kk = 0; kk < n_k; kk++)
+                    memcpy(o + ((size_t)kk * rep + r) * d, tmp + ((size_t)r * n_k + kk) * d, (size_t)d * sizeof(float));
+        }
+    }
+    const weight *ow[] = {&L->ssm_out};
+    const float *orr = rotated_input(ow, 1, s->att, nb, s->xr);
+    matmul_in(&L->ssm_out, s->att, orr, s->xn, nb, s->mm_scratch);
+    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+}
+
+static void qwen35_forward(session *s, const int32_t *tokens, int nb, float *const *out) {
+    const model *m = s->m;
+    const hparams *hp = &m->hp;
+    int E = hp->n_embd;
+    embed_tokens(m, tokens, nb, s->x);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer *L = &m->layers[il];
+        for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+        if (L->recurrent) gated_deltanet(s, L, nb);
+        else gated_attention(s, L, nb);
+        ffn_block(s, L, nb);
+    }
+    output_logits(s, nb, out);
+}
