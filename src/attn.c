@@ -21,27 +21,29 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     for (size_t i = 0; i < kvdim; i++) kc[i] = f32_to_f16(k[i]), vc[i] = f32_to_f16(v[i]);
 }
 
-static void attend_f32(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scores) {
+static float cache_at(const kv_cache *c, const void *base, size_t i) {
+    return c->f16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+/* Softmax attention in f32 over either cache type: the f32 cache's only path, and for an f16
+ * cache what ggml's tiled kernel computes for large prompt batches (f32 query and accumulator). */
+static void attend_plain(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scores) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    const float *kc = (const float *)c->k + (size_t)il * c->n_ctx * kvdim;
-    const float *vc = (const float *)c->v + (size_t)il * c->n_ctx * kvdim;
+    size_t base = (size_t)il * c->n_ctx * kvdim;
     float scale = 1.0f / sqrtf((float)hd);
     for (int h = 0; h < c->n_head; h++) {
         const float *qh = q + (size_t)h * hd;
-        int kvh = h / group;
+        size_t head = base + (size_t)(h / group) * hd;
         for (int j = 0; j < n_keys; j++) {
-            const float *k = kc + (size_t)j * kvdim + kvh * hd;
             float dot = 0;
-            for (int i = 0; i < hd; i++) dot += qh[i] * k[i];
+            for (int i = 0; i < hd; i++) dot += qh[i] * cache_at(c, c->k, head + (size_t)j * kvdim + i);
             scores[j] = dot * scale;
         }
         softmax(scores, n_keys);
         float *o = out + (size_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int j = 0; j < n_keys; j++) {
-            const float *v = vc + (size_t)j * kvdim + kvh * hd;
-            for (int i = 0; i < hd; i++) o[i] += scores[j] * v[i];
-        }
+        for (int j = 0; j < n_keys; j++)
+            for (int i = 0; i < hd; i++) o[i] += scores[j] * cache_at(c, c->v, head + (size_t)j * kvdim + i);
     }
 }
 
@@ -96,7 +98,7 @@ static void attend_f16(const kv_cache *c, int il, const float *q, int n_keys, fl
     }
 }
 
-void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch) {
-    if (c->f16) attend_f16(c, il, q, n_keys, out, scratch);
-    else attend_f32(c, il, q, n_keys, out, scratch);
+void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch, int batch) {
+    if (c->f16 && batch < KV_TILED_BATCH) attend_f16(c, il, q, n_keys, out, scratch);
+    else attend_plain(c, il, q, n_keys, out, scratch);
 }

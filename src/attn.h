@@ -1,7 +1,8 @@
 /* attn: the KV cache and causal attention over it.
  * The cache holds f32 (plain softmax attention) or f16; with f16 the arithmetic follows ggml's
  * CPU flash attention step for step (f16 query, f16 dot products, online softmax, f16 value
- * accumulator), so logits agree with llama.cpp's defaults to the last bits. */
+ * accumulator; f32 arithmetic for batches of KV_TILED_BATCH or more, as ggml's tiled kernel), so
+ * logits agree with llama.cpp's defaults to the last bits. */
 #ifndef TRIT_ATTN_H
 #define TRIT_ATTN_H
 
@@ -18,8 +19,12 @@ typedef struct {
 size_t kv_cache_bytes(const kv_cache *c);
 /* Writes one position's keys and values (n_head_kv * head_dim each) for layer il. */
 void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v);
+/* ggml switches an f16 cache to its tiled kernel (f32 arithmetic) for batches this large. */
+#define KV_TILED_BATCH 64
+
 /* out[h] = softmax(q[h] · K[0..n_keys) / sqrt(head_dim)) · V for every query head h.
- * scratch holds n_keys floats (f32 cache) or 2 * head_dim floats (f16 cache). */
-void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch);
+ * batch: tokens of the evaluation this query belongs to (selects ggml's kernel for f16 caches).
+ * scratch holds max(n_keys, 2 * head_dim) floats. */
+void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch, int batch);
 
 #endif

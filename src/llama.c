@@ -59,7 +59,7 @@ static void attention_block(session *s, const layer *L, int nb) {
         kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
     }
     for (int t = 0; t < nb; t++)
-        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, s->att + (size_t)t * qdim, s->scores);
+        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, s->att + (size_t)t * qdim, s->scores, s->n_eval);
     const weight *o[] = {&L->wo};
     const float *ar = rotated_input(o, 1, s->att, nb, s->xr);
     matmul_in(&L->wo, s->att, ar, s->xn, nb, s->mm_scratch);

@@ -131,7 +131,7 @@ static void gated_attention(session *s, const layer *L, int nb) {
     for (int t = 0; t < nb; t++) {
         float *att = s->att + (size_t)t * qdim;
         const float *qg = s->h1 + (size_t)t * 2 * qdim;
-        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, att, s->scores);
+        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, att, s->scores, s->n_eval);
         for (int h = 0; h < hp->n_head; h++)
             for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
     }

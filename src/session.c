@@ -7,6 +7,7 @@
 #include "ops.h"
 
 #define SESSION_BATCH 32
+#define SESSION_UBATCH 512 /* llama.cpp's default micro-batch: it decides the attention kernel */
 
 /* Carves n floats from the block (cursor in floats, 16-float aligned). */
 static float *carve(float *base, size_t *cur, size_t n) {
@@ -118,6 +119,8 @@ int session_eval(session *s, const int32_t *tokens, int n, float *logits, int al
     float *out[SESSION_BATCH];
     for (int done = 0; done < n; done += s->n_batch) {
         int nb = n - done < s->n_batch ? n - done : s->n_batch;
+        int ub = done - done % SESSION_UBATCH;
+        s->n_eval = n - ub < SESSION_UBATCH ? n - ub : SESSION_UBATCH;
         for (int t = 0; t < nb; t++) {
             int i = done + t;
             out[t] = !logits ? NULL : all_logits ? logits + (size_t)i * n_vocab : i == n - 1 ? logits : NULL;

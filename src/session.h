@@ -10,6 +10,7 @@ struct session {
     model *m;
     int n_ctx, n_past, n_threads;
     int n_batch;          /* tokens evaluated per pass */
+    int n_eval;           /* tokens of the current evaluation (up to SESSION_UBATCH), as llama.cpp's ubatch */
     kv_cache kv;
     /* scratch for one pass of up to n_batch tokens */
     float *x, *xn;        /* [n_batch][n_embd] residual stream and its normalised copy */
