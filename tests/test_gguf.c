@@ -408,6 +408,10 @@ static void m_far_past_end(blob *b) { put64(b, ti_off(b, "t.2"), UINT64_MAX - 63
 static void m_size_mismatch(blob *b) { put64(b, ti_ne(b, "t.0", 1), 3); }
 static void m_dup_name(blob *b) { b->p[after_str(b, "t.2") - 1] = '0'; }
 static void m_nul_name(blob *b) { b->p[after_str(b, "t.2") - 1] = 0; }
+static void m_newline_name(blob *b) {
+    b->p[after_str(b, "t.2") - 2] = '\n';
+    put32(b, ti_type(b, "t\n2"), 99);
+}
 
 static const corruption corruptions[] = {
     {"bad magic", m_magic, "bad magic"},
@@ -445,6 +449,7 @@ static const corruption corruptions[] = {
     {"size mismatch", m_size_mismatch, "tensors 't.0' and 't.1' overlap"},
     {"duplicate tensor name", m_dup_name, "tensor name 't.0' appears more than once"},
     {"NUL in tensor name", m_nul_name, "contains a NUL byte"},
+    {"newline in tensor name", m_newline_name, "tensor 't?2' has unknown type id 99"},
 };
 
 /* Each corruption, applied to the alignment-64 file, is refused with the expected words. */
