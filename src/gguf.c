@@ -358,21 +358,22 @@ static int spans_ok(cursor *c, const gguf_file *f, gguf_tensor **order, int repo
 /* PrismML's old files store group-128 34-byte blocks under id 42 (today group-64, 18 bytes).
  * When the file's spans only make sense with the old size, say so instead of a vague error. */
 static int legacy_q2_0(cursor *c, gguf_file *f, gguf_tensor **order, int g64_ok, int g64_tight) {
-    int any = 0;
+    const gguf_tensor *first = NULL;
     for (size_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
         if (t->type != TYPE_Q2_0) continue;
         if (t->ne[0] % 128) return 0;
-        any = 1;
+        if (!first) first = t;
         tensor_bytes(c, t, 128, 34, &t->size);
     }
-    if (!any) return 0;
+    if (!first) return 0;
     qsort(order, f->n_tensors, sizeof *order, cmp_tensor_offset);
     int tight, legacy = spans_ok(c, f, order, 0, &tight) == 0 && (!g64_ok || (tight && !g64_tight));
     if (!legacy) return 0;
-    return fail(c->err, "%s: legacy group-128 Q2_0 file: its type-42 tensors use PrismML's old "
-                "\"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) where type 42 now means "
-                "group-64 Q2_0; convert it to PQ2_0 (trit quantize will do that)", c->file);
+    return fail(c->err, "%s: legacy group-128 Q2_0 file: tensor '%.150s' and the other type-42 "
+                "tensors use PrismML's old \"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) "
+                "where type 42 now means group-64 Q2_0; convert the file to PQ2_0 (trit quantize "
+                "will do that)", c->file, first->name);
 }
 
 static int check_tensors(cursor *c, gguf_file *f) {

@@ -479,7 +479,8 @@ static void test_legacy_q2_0(void) {
     REQUIREF(!*open_copy(b.p, b.n, &e), "%s", e.msg);
     put32(&b, ti_type(&b, "t.q"), TYPE_Q2_0);
     const char *msg = open_copy(b.p, b.n, &e);
-    CHECKF(strstr(msg, "legacy group-128 Q2_0") && strstr(msg, "PQ2_0") && strstr(msg, "convert"),
+    CHECKF(strstr(msg, "legacy group-128 Q2_0") && strstr(msg, "tensor 't.q'") &&
+           strstr(msg, "PQ2_0") && strstr(msg, "convert"),
            "got \"%s\"", msg);
     free(b.p);
 }
