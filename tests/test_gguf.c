@@ -488,6 +488,28 @@ static void test_legacy_q2_0(void) {
     free(b.p);
 }
 
+/* The same when the legacy tensor is the last one: read as group 64 it runs past the end. */
+static void test_legacy_q2_0_last(void) {
+    char dir[64], path[128];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/legacy.gguf", dir);
+    trit_err e = {{0}};
+    gguf_writer *w = gguf_writer_new(3, 32);
+    REQUIRE(w);
+    int64_t ne[2] = {512, 8};
+    CHECK(gguf_writer_add_tensor(w, "output.weight", TYPE_PQ2_0, 2, ne, pq2_data, 1088, &e) == 0);
+    CHECKF(gguf_writer_write(w, path, &e) == 0, "%s", e.msg);
+    gguf_writer_free(w);
+    blob b = {NULL, 0};
+    b.p = read_file(path, &b.n);
+    rm_tmpdir(dir);
+    REQUIRE(b.p);
+    put32(&b, ti_type(&b, "output.weight"), TYPE_Q2_0);
+    const char *msg = open_copy(b.p, b.n, &e);
+    CHECKF(strstr(msg, "legacy group-128 Q2_0 file: tensor 'output.weight'"), "got \"%s\"", msg);
+    free(b.p);
+}
+
 /* A real group-64 Q2_0 tensor loads. */
 static void test_q2_0_g64(void) {
     char dir[64], path[128];
@@ -726,6 +748,7 @@ const test_case gguf_tests[] = {
     {"truncated", test_truncated},
     {"corruptions", test_corruptions},
     {"legacy_q2_0", test_legacy_q2_0},
+    {"legacy_q2_0_last", test_legacy_q2_0_last},
     {"q2_0_g64", test_q2_0_g64},
     {"writer_errors", test_writer_errors},
     {"alignment_64", test_alignment_64},
