@@ -316,8 +316,9 @@ static json_t *jscalar(const gguf_kv *kv) {
 static json_t *jkv(const gguf_kv *kv) {
     char type[32];
     type_label(type, sizeof type, kv);
-    json_t *o = json_pack("{s:s, s:s}", "key", kv->key, "type", type);
-    if (!o) return NULL;
+    json_t *o = json_object();
+    json_object_set_new(o, "key", jstr(kv->key, strlen(kv->key)));
+    json_object_set_new(o, "type", json_string(type));
     if (kv->type != GGUF_ARRAY) {
         json_object_set_new(o, "value", jscalar(kv));
         return o;
@@ -336,9 +337,13 @@ static json_t *jtensor(const stats *s, size_t i) {
     const gguf_tensor *t = &s->f->tensors[i];
     json_t *shape = json_array();
     for (uint32_t d = 0; d < t->n_dims; d++) json_array_append_new(shape, json_integer(t->ne[d]));
-    json_t *o = json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", t->name, "type", type_name(t->type),
-                          "shape", shape, "bytes", (json_int_t)t->size, "offset", (json_int_t)t->offset);
-    if (o && s->tz[i].total) json_object_set_new(o, "zero_fraction", jreal(frac(&s->tz[i])));
+    json_t *o = json_object();
+    json_object_set_new(o, "name", jstr(t->name, strlen(t->name)));
+    json_object_set_new(o, "type", json_string(type_name(t->type)));
+    json_object_set_new(o, "shape", shape);
+    json_object_set_new(o, "bytes", json_integer((json_int_t)t->size));
+    json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
+    if (s->tz[i].total) json_object_set_new(o, "zero_fraction", jreal(frac(&s->tz[i])));
     return o;
 }
 
@@ -376,7 +381,8 @@ static int print_json(FILE *out, const stats *s, uint64_t file_size) {
                                s->params ? jreal(8.0 * (double)s->tensor_bytes / (double)s->params)
                                          : json_null(),
                                "file_size", (json_int_t)file_size);
-    json_t *root = json_pack("{s:s, s:i, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "file", f->path,
+    json_t *root = json_pack("{s:o, s:i, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "file",
+                             jstr(f->path, strlen(f->path)),
                              "version", (int)f->version, "alignment", (json_int_t)f->alignment,
                              "data_offset", (json_int_t)f->data_offset, "metadata", meta,
                              "tensors", tensors, "totals", totals, "ternary",

@@ -712,6 +712,47 @@ static void test_inspect_json_totals(void) {
     json_decref(j);
 }
 
+
+/* Names and strings that are not UTF-8 or hold control bytes still give valid JSON and
+ * one-line text rows. */
+static void test_inspect_odd_strings(void) {
+    char dir[64], path[128];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/odd.gguf", dir);
+    trit_err e = {{0}};
+    gguf_writer *w = gguf_writer_new(3, 32);
+    REQUIRE(w);
+    static float row[32];
+    int64_t ne[1] = {32};
+    CHECK(gguf_writer_set_str(w, "k.\xff", "a\nb\x01\"c\xc3", &e) == 0);
+    CHECK(gguf_writer_add_tensor(w, "t.\xfe", TYPE_F32, 1, ne, row, sizeof row, &e) == 0);
+    CHECKF(gguf_writer_write(w, path, &e) == 0, "%s", e.msg);
+    gguf_writer_free(w);
+    char *buf = NULL, err[512] = "";
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    REQUIRE(out);
+    CHECKF(trit_inspect(path, 0, 1, out, err, sizeof err) == 0, "%s", err);
+    fclose(out);
+    json_t *j = buf ? json_loads(buf, 0, NULL) : NULL;
+    CHECKF(j, "not JSON: %s", buf);
+    json_t *kv = json_array_get(json_object_get(j, "metadata"), 0);
+    CHECK(kv && !strcmp(json_string_value(json_object_get(kv, "key")), "k.?"));
+    CHECK(kv && !strcmp(json_string_value(json_object_get(kv, "value")), "a\nb\x01\"c?"));
+    json_t *t = json_array_get(json_object_get(j, "tensors"), 0);
+    CHECK(t && !strcmp(json_string_value(json_object_get(t, "name")), "t.?"));
+    json_decref(j);
+    free(buf);
+    buf = NULL;
+    out = open_memstream(&buf, &len);
+    REQUIRE(out);
+    CHECKF(trit_inspect(path, 1, 0, out, err, sizeof err) == 0, "%s", err);
+    fclose(out);
+    CHECK(buf && strstr(buf, "\"a\\nb\\x01\\\"c\xc3\""));
+    free(buf);
+    rm_tmpdir(dir);
+}
+
 static void test_inspect_cli(void) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s inspect --help", trit_bin());
@@ -756,6 +797,7 @@ const test_case gguf_tests[] = {
     {"inspect_text", test_inspect_text},
     {"inspect_json_totals", test_inspect_json_totals},
     {"inspect_zeros", test_inspect_zeros},
+    {"inspect_odd_strings", test_inspect_odd_strings},
     {"inspect_cli", test_inspect_cli},
     {0},
 };
