@@ -299,17 +299,16 @@ static int read_tensor_infos(cursor *c, gguf_file *f, uint64_t n_tensors) {
     return 0;
 }
 
-/* Bytes of a tensor of type id with block (blck elements, bsize bytes); checks the shape. */
-static int tensor_bytes(cursor *c, const gguf_tensor *t, int64_t blck, uint64_t bsize,
-                        uint64_t *out) {
+/* Bytes of tensor t of type tt; checks the shape. */
+static int tensor_bytes(cursor *c, const gguf_tensor *t, const type_traits *tt, uint64_t *out) {
     uint64_t n = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++)
         if (!mul_ok(n, (uint64_t)t->ne[d], &n) || n > INT64_MAX)
             return fail(c->err, "%s: tensor '%.150s': element count overflows", c->file, t->name);
-    if (t->ne[0] % blck)
+    if (t->ne[0] % tt->blck)
         return fail(c->err, "%s: tensor '%.150s': ne[0] = %" PRId64 " is not a multiple of the %s"
-                    " block size %" PRId64, c->file, t->name, t->ne[0], type_name(t->type), blck);
-    if (!mul_ok(n / (uint64_t)blck, bsize, out))
+                    " block size %" PRId64, c->file, t->name, t->ne[0], tt->name, tt->blck);
+    if (!mul_ok(n / (uint64_t)tt->blck, tt->size, out))
         return fail(c->err, "%s: tensor '%.150s': byte size overflows", c->file, t->name);
     return 0;
 }
@@ -325,88 +324,85 @@ static int check_type(cursor *c, const gguf_tensor *t) {
                 c->file, t->name, name, t->type);
 }
 
-static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
+/* By offset, then by position in the file's list (qsort is not stable). */
 static int cmp_tensor_offset(const void *a, const void *b) {
     const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
-    int r = cmp_u64(x->offset, y->offset);
-    return r ? r : cmp_u64(x->size, y->size);
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x < y ? -1 : x > y;
 }
 
-/* Whether every span lies in the file and none overlaps (msg != NULL: report the first problem).
- * order holds the tensors sorted by offset. *tight is set when each tensor starts exactly at
- * the aligned end of the one before, as every known writer lays them out. */
-static int spans_ok(cursor *c, const gguf_file *f, gguf_tensor **order, int report, int *tight) {
+/* 0 when every span (offset, size[tensor index]) lies in the file and none overlaps; with
+ * report set, the first problem becomes the error. order holds the tensors sorted by offset. */
+static int spans_ok(cursor *c, const gguf_file *f, gguf_tensor **order, const uint64_t *size,
+                    int report) {
     uint64_t room = c->size - f->data_offset;
-    *tight = 1;
     for (size_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = order[i];
-        uint64_t end;
-        if (!add_ok(t->offset, t->size, &end) || end > room)
+        uint64_t end, n = size[t - f->tensors];
+        if (!add_ok(t->offset, n, &end) || end > room)
             return report ? fail(c->err, "%s: tensor '%.150s' (offset %" PRIu64 ", %" PRIu64
                                  " bytes) extends past the end of the file", c->file, t->name,
-                                 t->offset, t->size) : -1;
+                                 t->offset, n) : -1;
         if (i + 1 < f->n_tensors && end > order[i + 1]->offset)
             return report ? fail(c->err, "%s: tensors '%.150s' and '%.150s' overlap", c->file,
                                  t->name, order[i + 1]->name) : -1;
-        uint64_t expect = i ? (order[i - 1]->offset + order[i - 1]->size + f->alignment - 1) /
-                                  f->alignment * f->alignment : 0;
-        if (t->offset != expect) *tight = 0;
     }
     return 0;
 }
 
 /* PrismML's old files store group-128 34-byte blocks under id 42 (today group-64, 18 bytes).
- * When the file's spans only make sense with the old size, say so instead of a vague error. */
-static int legacy_q2_0(cursor *c, gguf_file *f, gguf_tensor **order, int g64_ok, int g64_tight) {
-    int any = 0;
+ * The old size is smaller, so such a file's spans overlap or run past the end when read as
+ * group 64; when they fit with 34 bytes per 128 values, say what the file is. (A file whose
+ * type-42 tensors are all under 2048 values can fit both ways; it is read as group 64.) */
+static int legacy_q2_0(cursor *c, gguf_file *f, gguf_tensor **order, uint64_t *size) {
+    const gguf_tensor *first = NULL;
     for (size_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        const gguf_tensor *t = &f->tensors[i];
         if (t->type != TYPE_Q2_0) continue;
         if (t->ne[0] % 128) return 0;
-        any = 1;
-        tensor_bytes(c, t, 128, 34, &t->size);
+        if (!first) first = t;
+        size[i] = t->size / 18 * 64 / 128 * 34; /* values, then old blocks */
     }
-    if (!any) return 0;
-    qsort(order, f->n_tensors, sizeof *order, cmp_tensor_offset);
-    int tight, legacy = spans_ok(c, f, order, 0, &tight) == 0 && (!g64_ok || (tight && !g64_tight));
-    if (!legacy) return 0;
-    return fail(c->err, "%s: legacy group-128 Q2_0 file: its type-42 tensors use PrismML's old "
-                "\"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) where type 42 now means "
-                "group-64 Q2_0; convert it to PQ2_0 (trit quantize will do that)", c->file);
+    if (!first || spans_ok(c, f, order, size, 0)) return 0;
+    return fail(c->err, "%s: legacy group-128 Q2_0 file: tensor '%.150s' and the other type-42 "
+                "tensors use PrismML's old \"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) "
+                "where type 42 now means group-64 Q2_0; convert the file to PQ2_0 (trit quantize "
+                "will do that)", c->file, first->name);
+}
+
+/* Spans of tensors whose sizes are known: in the file, not overlapping (or legacy Q2_0). */
+static int check_spans(cursor *c, gguf_file *f) {
+    gguf_tensor **order = malloc(f->n_tensors * sizeof *order);
+    uint64_t *size = malloc(f->n_tensors * sizeof *size);
+    int rc = 0;
+    if (!order || !size) {
+        rc = fail(c->err, "%s: out of memory", c->file);
+    } else {
+        for (size_t i = 0; i < f->n_tensors; i++) {
+            order[i] = &f->tensors[i];
+            size[i] = f->tensors[i].size;
+        }
+        qsort(order, f->n_tensors, sizeof *order, cmp_tensor_offset);
+        if (spans_ok(c, f, order, size, 0) && !(rc = legacy_q2_0(c, f, order, size))) {
+            for (size_t i = 0; i < f->n_tensors; i++) size[i] = f->tensors[i].size;
+            rc = spans_ok(c, f, order, size, 1);
+        }
+    }
+    free(order);
+    free(size);
+    return rc;
 }
 
 static int check_tensors(cursor *c, gguf_file *f) {
-    int legacy_candidate = 0;
     for (size_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
         if (check_type(c, t)) return -1;
-        const type_traits *tt = type_get(t->type);
-        if (tensor_bytes(c, t, tt->blck, tt->size, &t->size)) return -1;
+        if (tensor_bytes(c, t, type_get(t->type), &t->size)) return -1;
         if (t->offset % f->alignment)
             return fail(c->err, "%s: tensor '%.150s': offset %" PRIu64 " is not a multiple of the "
                         "alignment %" PRIu64, c->file, t->name, t->offset, f->alignment);
-        legacy_candidate |= t->type == TYPE_Q2_0;
     }
-    gguf_tensor **order = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *order);
-    if (!order) return fail(c->err, "%s: out of memory", c->file);
-    for (size_t i = 0; i < f->n_tensors; i++) order[i] = &f->tensors[i];
-    qsort(order, f->n_tensors, sizeof *order, cmp_tensor_offset);
-    int tight, ok = spans_ok(c, f, order, 0, &tight) == 0;
-    int rc = 0;
-    if (legacy_candidate && (!ok || !tight)) {
-        rc = legacy_q2_0(c, f, order, ok, tight);
-        if (rc == 0) { /* not legacy: restore the group-64 sizes and order */
-            for (size_t i = 0; i < f->n_tensors; i++) {
-                const type_traits *tt = type_get(f->tensors[i].type);
-                tensor_bytes(c, &f->tensors[i], tt->blck, tt->size, &f->tensors[i].size);
-                order[i] = &f->tensors[i];
-            }
-            qsort(order, f->n_tensors, sizeof *order, cmp_tensor_offset);
-        }
-    }
-    if (rc == 0 && !ok) rc = spans_ok(c, f, order, 1, &tight);
-    free(order);
-    return rc;
+    return check_spans(c, f);
 }
 
 static int read_header(cursor *c, gguf_file *f, uint64_t *n_tensors, uint64_t *n_kv) {
@@ -451,8 +447,17 @@ static int parse(gguf_file *f, trit_err *err) {
     return 0;
 }
 
+/* Keys and names come from the file and may hold control bytes; a message stays one line. */
+static int one_line(trit_err *err) {
+    if (err)
+        for (char *p = err->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return -1;
+}
+
 static gguf_file *open_map(gguf_file *f, trit_err *err) {
     if (parse(f, err) == 0) return f;
+    one_line(err);
     gguf_close(f);
     return NULL;
 }
@@ -522,18 +527,20 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 }
 
 static int type_mismatch(const gguf_file *f, const gguf_kv *kv, const char *want, trit_err *err) {
-    return fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key,
-                gguf_vtype_name(kv->type), want);
+    fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key,
+         gguf_vtype_name(kv->type), want);
+    return one_line(err);
 }
 
 int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *err) {
     const gguf_kv *kv = gguf_find(f, key);
     if (!kv) return 0;
     if (!vtype_is_int(kv->type)) return type_mismatch(f, kv, "an integer", err);
-    if (vtype_is_signed(kv->type)) *out = kv->v.i64;
-    else if (kv->v.u64 > INT64_MAX)
-        return fail(err, "%s: key '%.150s' = %" PRIu64 " is out of range", f->path, key, kv->v.u64);
-    else *out = (int64_t)kv->v.u64;
+    if (!vtype_is_signed(kv->type) && kv->v.u64 > INT64_MAX) {
+        fail(err, "%s: key '%.150s' = %" PRIu64 " is out of range", f->path, key, kv->v.u64);
+        return one_line(err);
+    }
+    *out = vtype_is_signed(kv->type) ? kv->v.i64 : (int64_t)kv->v.u64;
     return 1;
 }
 

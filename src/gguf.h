@@ -34,7 +34,8 @@ typedef struct {
         gguf_str str;                          /* GGUF_STRING */
     } v;
     const void *arr;   /* GGUF_ARRAY of numbers: the raw little-endian elements (in the map) */
-    gguf_str *strs;    /* GGUF_ARRAY of strings: n copies */
+    gguf_str *strs;    /* GGUF_ARRAY of strings: n copies (the reader keeps all characters in
+                        * one block that strs[0].str owns; the writer accepts any layout) */
 } gguf_kv;
 
 typedef struct {
@@ -62,7 +63,9 @@ typedef struct {
     const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
 } gguf_file;
 
-/* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set. */
+/* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set.
+ * Refuses, among others, PrismML's legacy group-128 "Q2_0" files (type 42 holding PQ2_0
+ * blocks), saying so. A file with no tensors may end right after its KVs. */
 gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err);
 /* The same over a caller's buffer (not copied; must outlive the result). For fuzzing and tests. */
 gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err);
@@ -84,13 +87,19 @@ double gguf_arr_float(const gguf_kv *kv, uint64_t i);
 size_t gguf_vtype_size(uint32_t t);
 const char *gguf_vtype_name(uint32_t t);
 
-/* ---- writer: builds a file from KVs and tensors; writes to PATH.tmp and renames on success. */
+/* ---- writer: builds a file from KVs and tensors; writes to PATH.tmp and renames on success.
+ * Layout as gguf-py and llama.cpp write it (so read + write is byte-identical): KVs and tensor
+ * infos in insertion order, tensor data in insertion order, zero padding to the alignment after
+ * the infos and after each tensor, and no padding at all in a file without tensors. A
+ * non-default alignment is declared as general.alignment (appended when not added).
+ * gguf_writer_new returns NULL for a version other than 2/3 or a bad alignment. */
 typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_new(uint32_t version, uint64_t alignment);
 void gguf_writer_free(gguf_writer *w);
 /* Adds a copy of kv (any type, arrays included). */
 int gguf_writer_add_kv(gguf_writer *w, const gguf_kv *kv, trit_err *err);
+/* set_*: replace the value of an existing key in place (keeping its position), else append. */
 int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v, trit_err *err);
 int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, trit_err *err);
 /* Adds a tensor; data (size bytes, which must equal the type's row bytes times rows) is

@@ -226,15 +226,15 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     return 0;
 }
 
-/* ---- serialisation: an output stream that remembers its position and its first error. */
+/* ---- serialisation: an output stream that remembers its position and its first errno. */
 typedef struct {
     FILE *fp;
     uint64_t pos;
-    int bad;
+    int err;
 } out;
 
 static void put(out *o, const void *p, size_t n) {
-    if (!o->bad && n && fwrite(p, 1, n, o->fp) != n) o->bad = 1;
+    if (!o->err && n && fwrite(p, 1, n, o->fp) != n) o->err = errno ? errno : EIO;
     o->pos += n;
 }
 static void put_u32(out *o, uint32_t v) { put(o, &v, 4); }
@@ -263,7 +263,7 @@ static void put_value(out *o, const gguf_kv *kv) {
         else put(o, kv->arr, (size_t)kv->n * gguf_vtype_size(kv->arr_type));
     } else {
         /* Scalars are stored widened; on a little-endian host the low bytes are the value. */
-        uint64_t u = kv->v.u64;
+        uint64_t u = kv->type == GGUF_BOOL ? kv->v.u64 != 0 : kv->v.u64;
         if (kv->type == GGUF_F32) {
             float fl = (float)kv->v.f64;
             memcpy(&u, &fl, 4);
@@ -336,17 +336,15 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
         return -1;
     }
     setvbuf(o.fp, NULL, _IOFBF, 1 << 20);
+    errno = 0;
     put_file(&o, w, need_akv ? &akv : NULL);
-    if (fflush(o.fp) || fsync(fileno(o.fp))) o.bad = 1;
-    int saved = errno;
-    if (fclose(o.fp)) o.bad = 1, saved = errno;
-    if (o.bad || rename(tmp, path)) {
-        if (!o.bad) saved = errno;
+    if (!o.err && (fflush(o.fp) || fsync(fileno(o.fp)))) o.err = errno;
+    if (fclose(o.fp) && !o.err) o.err = errno;
+    if (!o.err && rename(tmp, path)) o.err = errno;
+    if (o.err) {
         unlink(tmp);
-        fail(err, "%s: write failed: %s", path, strerror(saved));
-        free(tmp);
-        return -1;
+        fail(err, "%s: write failed: %s", path, strerror(o.err));
     }
     free(tmp);
-    return 0;
+    return o.err ? -1 : 0;
 }
