@@ -314,9 +314,10 @@ static const char *open_copy(const uint8_t *p, size_t n, trit_err *e) {
     if (n) memcpy(copy, p, n);
     e->msg[0] = 0;
     gguf_file *f = gguf_open_buffer(copy, n, "mem.gguf", e);
+    int ok = f != NULL;
     gguf_close(f);
     free(copy);
-    return f ? "" : e->msg;
+    return ok ? "" : e->msg;
 }
 
 static void test_small_file_valid(void) {
