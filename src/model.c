@@ -134,8 +134,15 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
     }
     if (a->load(m, err)) goto bad;
     if (m->n_folded != m->rot.n_names) {
-        fail(err, "%s: '" "prism.hadamard.weight_names' lists %d tensors but only %d of them are weights of this model",
-             path, m->rot.n_names, m->n_folded);
+        for (int i = 0; i < m->rot.n_names; i++) {
+            const char *name = m->rot.names[i];
+            if (!gguf_find_tensor(m->file, name)) {
+                fail(err, "%s: 'prism.hadamard.weight_names' names '%s', which the file does not have", path, name);
+                goto bad;
+            }
+        }
+        fail(err, "%s: 'prism.hadamard.weight_names' lists %d tensors, but only %d are matrices this %s model uses", path,
+             m->rot.n_names, m->n_folded, m->arch);
         goto bad;
     }
     describe(m);
