@@ -27,24 +27,19 @@ static float cache_at(const kv_cache *c, const void *base, size_t i) {
 
 /* Softmax attention in f32 over either cache type: the f32 cache's only path, and for an f16
  * cache what ggml's tiled kernel computes for large prompt batches (f32 query and accumulator). */
-static void attend_plain(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scores) {
+static void attend_plain(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scores) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    size_t base = (size_t)il * c->n_ctx * kvdim;
+    size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < c->n_head; h++) {
-        const float *qh = q + (size_t)h * hd;
-        size_t head = base + (size_t)(h / group) * hd;
-        for (int j = 0; j < n_keys; j++) {
-            float dot = 0;
-            for (int i = 0; i < hd; i++) dot += qh[i] * cache_at(c, c->k, head + (size_t)j * kvdim + i);
-            scores[j] = dot * scale;
-        }
-        softmax(scores, n_keys);
-        float *o = out + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int j = 0; j < n_keys; j++)
-            for (int i = 0; i < hd; i++) o[i] += scores[j] * cache_at(c, c->v, head + (size_t)j * kvdim + i);
+    for (int j = 0; j < n_keys; j++) {
+        float dot = 0;
+        for (int i = 0; i < hd; i++) dot += qh[i] * cache_at(c, c->k, head + (size_t)j * kvdim + i);
+        scores[j] = dot * scale;
     }
+    softmax(scores, n_keys);
+    memset(o, 0, (size_t)hd * sizeof(float));
+    for (int j = 0; j < n_keys; j++)
+        for (int i = 0; i < hd; i++) o[i] += scores[j] * cache_at(c, c->v, head + (size_t)j * kvdim + i);
 }
 
 /* f16 dot product in ggml's AVX2 order: four 8-lane fused accumulators over steps of 32,
@@ -65,14 +60,13 @@ static float dot_f16(const uint16_t *x, const float *yq, int n) {
 }
 
 /* ggml's flash attention for one query row: online softmax, accumulator kept in f16. */
-static void attend_f16(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch) {
+static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scratch) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
     const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
     const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
     float scale = 1.0f / sqrtf((float)hd);
     float *qq = scratch, *acc = scratch + hd; /* query rounded to f16; accumulator (f16 values) */
-    for (int h = 0; h < c->n_head; h++) {
-        const float *qh = q + (size_t)h * hd;
+    {
         int kvh = h / group;
         for (int i = 0; i < hd; i++) qq[i] = f16_to_f32(f32_to_f16(qh[i]));
         for (int i = 0; i < hd; i++) acc[i] = 0;
@@ -93,12 +87,11 @@ static void attend_f16(const kv_cache *c, int il, const float *q, int n_keys, fl
             S = S * ms + vs;
         }
         float inv = 1.0f / S;
-        float *o = out + (size_t)h * hd;
         for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
     }
 }
 
-void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch, int batch) {
-    if (c->f16 && batch < KV_TILED_BATCH) attend_f16(c, il, q, n_keys, out, scratch);
-    else attend_plain(c, il, q, n_keys, out, scratch);
+void kv_attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch) {
+    if (c->f16 && batch < KV_TILED_BATCH) attend_f16(c, il, h, q, n_keys, out, scratch);
+    else attend_plain(c, il, h, q, n_keys, out, scratch);
 }

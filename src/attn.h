@@ -22,9 +22,9 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v);
 /* ggml switches an f16 cache to its tiled kernel (f32 arithmetic) for batches this large. */
 #define KV_TILED_BATCH 64
 
-/* out[h] = softmax(q[h] · K[0..n_keys) / sqrt(head_dim)) · V for every query head h.
+/* out = softmax(q · K[0..n_keys) / sqrt(head_dim)) · V for query head h (q, out: head_dim values).
  * batch: tokens of the evaluation this query belongs to (selects ggml's kernel for f16 caches).
  * scratch holds max(n_keys, 2 * head_dim) floats. */
-void kv_attend(const kv_cache *c, int il, const float *q, int n_keys, float *out, float *scratch, int batch);
+void kv_attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch);
 
 #endif

@@ -73,19 +73,44 @@ int bind_globals(model *m, trit_err *err) {
 
 /* ---- forward pieces ---- */
 
-const float *rotated_input(const weight *const *ws, int nw, const float *x, int nb, float *buf) {
-    for (int i = 0; i < nw; i++) {
-        const weight *w = ws[i];
-        if (!w->rot.block) continue;
-        memcpy(buf, x, (size_t)nb * w->n_in * sizeof(float));
-        for (int t = 0; t < nb; t++) rot_forward(&w->rot, buf + (size_t)t * w->n_in);
-        return buf;
+void project(session *s, int nw, const weight *const *ws, float *const *ys, const float *x, int nb) {
+    const weight *plain[16], *folded[16];
+    float *plain_y[16], *folded_y[16];
+    int np = 0, nf = 0;
+    for (int i = 0; i < nw && i < 16; i++) {
+        if (ws[i]->rot.block) folded[nf] = ws[i], folded_y[nf++] = ys[i];
+        else plain[np] = ws[i], plain_y[np++] = ys[i];
     }
-    return x;
+    if (np) matmul_multi(&s->mm, np, plain, plain_y, x, nb);
+    if (!nf) return;
+    int64_t n = folded[0]->n_in;
+    memcpy(s->xr, x, (size_t)nb * n * sizeof(float));
+    for (int t = 0; t < nb; t++) rot_forward(&folded[0]->rot, s->xr + (size_t)t * n);
+    matmul_multi(&s->mm, nf, folded, folded_y, s->xr, nb);
 }
 
-void matmul_in(const weight *w, const float *x, const float *xr, float *y, int nb, void *scratch) {
-    matmul(w, w->rot.block ? xr : x, y, nb, scratch);
+typedef struct {
+    session *s;
+    int slot, nb;
+    const float *q;
+    float *att;
+} attend_job;
+
+static void attend_worker(void *arg, int ith, int nth) {
+    const attend_job *j = arg;
+    const hparams *hp = &j->s->m->hp;
+    int hd = hp->head_dim, n = j->nb * hp->n_head;
+    float *scratch = j->s->scores + (size_t)ith * j->s->scores_per_thread;
+    for (int i = ith; i < n; i += nth) {
+        int t = i / hp->n_head, h = i % hp->n_head;
+        size_t at = (size_t)t * hp->n_head * hd + (size_t)h * hd;
+        kv_attend_head(&j->s->kv, j->slot, h, j->q + at, j->s->n_past + t + 1, j->att + at, scratch, j->s->n_eval);
+    }
+}
+
+void attend(session *s, int slot, const float *q, float *att, int nb) {
+    attend_job j = {s, slot, nb, q, att};
+    pool_run(s->mm.pool, attend_worker, &j);
 }
 
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x) {
@@ -102,13 +127,11 @@ void ffn_block(session *s, const layer *L, int nb) {
     int E = hp->n_embd, F = hp->n_ff;
     for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
     const weight *in[] = {&L->ffn_gate, &L->ffn_up};
-    const float *xr = rotated_input(in, 2, s->xn, nb, s->xr);
-    matmul_in(&L->ffn_gate, s->xn, xr, s->h1, nb, s->mm_scratch);
-    matmul_in(&L->ffn_up, s->xn, xr, s->h2, nb, s->mm_scratch);
+    float *out[] = {s->h1, s->h2};
+    project(s, 2, in, out, s->xn, nb);
     for (size_t i = 0; i < (size_t)nb * F; i++) s->h1[i] = silu(s->h1[i]) * s->h2[i];
     const weight *down[] = {&L->ffn_down};
-    const float *hr = rotated_input(down, 1, s->h1, nb, s->h2);
-    matmul_in(&L->ffn_down, s->h1, hr, s->xn, nb, s->mm_scratch);
+    project(s, 1, down, &s->xn, s->h1, nb);
     for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
 }
 
@@ -119,8 +142,7 @@ void output_logits(session *s, int nb, float *const *out) {
         if (!out[t]) continue;
         rmsnorm(s->xn, s->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
         const weight *o[] = {&m->output};
-        const float *xr = rotated_input(o, 1, s->xn, 1, s->xr);
-        matmul_in(&m->output, s->xn, xr, out[t], 1, s->mm_scratch);
+        project(s, 1, o, &out[t], s->xn, 1);
     }
 }
 

@@ -4,11 +4,12 @@
 
 #include "session.h"
 
-/* The input folded weights expect: if any of ws is folded, rotates nb rows of x (each w->n_in wide)
- * into buf and returns buf; otherwise returns x. Callers feed each w with w->rot.block ? that : x. */
-const float *rotated_input(const weight *const *ws, int nw, const float *x, int nb, float *buf);
-/* y = w · (the right one of x / xr). */
-void matmul_in(const weight *w, const float *x, const float *xr, float *y, int nb, void *scratch);
+/* ys[i] = ws[i] · x for nb rows of x shared by the weights; folded weights see x rotated (computed
+ * once, in s->xr), the others x itself. */
+void project(session *s, int nw, const weight *const *ws, float *const *ys, const float *x, int nb);
+/* Attention of nb new query rows (q: [nb][n_head * hd]) over cache layer slot into att, split over
+ * the session's threads by (token, head). */
+void attend(session *s, int slot, const float *q, float *att, int nb);
 /* Embedding rows of nb tokens into x (back from the rotated basis when the table is stored so). */
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x);
 /* x += SwiGLU FFN(rmsnorm(x, L->ffn_norm)) for nb rows. */

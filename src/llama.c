@@ -43,10 +43,8 @@ static void attention_block(session *s, const layer *L, int nb) {
     int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
     for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
-    const float *xr = rotated_input(in, 3, s->xn, nb, s->xr);
-    matmul_in(&L->wq, s->xn, xr, s->q, nb, s->mm_scratch);
-    matmul_in(&L->wk, s->xn, xr, s->k, nb, s->mm_scratch);
-    matmul_in(&L->wv, s->xn, xr, s->v, nb, s->mm_scratch);
+    float *qkv[] = {s->q, s->k, s->v};
+    project(s, 3, in, qkv, s->xn, nb);
     for (int t = 0; t < nb; t++) {
         int pos = s->n_past + t;
         float *q = s->q + (size_t)t * qdim, *k = s->k + (size_t)t * kvdim;
@@ -58,11 +56,9 @@ static void attention_block(session *s, const layer *L, int nb) {
         rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
         kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
     }
-    for (int t = 0; t < nb; t++)
-        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, s->att + (size_t)t * qdim, s->scores, s->n_eval);
+    attend(s, L->slot, s->q, s->att, nb);
     const weight *o[] = {&L->wo};
-    const float *ar = rotated_input(o, 1, s->att, nb, s->xr);
-    matmul_in(&L->wo, s->att, ar, s->xn, nb, s->mm_scratch);
+    project(s, 1, o, &s->xn, s->att, nb);
     for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
 }
 

@@ -6,29 +6,79 @@
 #include "quants.h"
 #include "types.h"
 
-size_t matmul_scratch_bytes(int64_t n_in) {
-    /* f32 is the widest activation encoding; the second half holds a decoded weight row. */
-    return (size_t)n_in * sizeof(float) * 2 + 64;
+typedef struct {
+    mm_ctx *c;
+    int nw;
+    const weight *const *ws;
+    float *const *ys;
+    const float *x;   /* f32 input, for the fallback */
+    int nb;
+    size_t act_stride;
+    int direct;       /* 1: kernels on quantized rows; 0: decoded rows against f32 */
+} mm_job;
+
+/* Thread ith's share of rows [0, n): contiguous, in multiples of 4 so kernels keep their blocking. */
+static void share(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t blocks = (n + 3) / 4;
+    *r0 = blocks * ith / nth * 4;
+    *r1 = blocks * (ith + 1) / nth * 4;
+    if (*r0 > n) *r0 = n;
+    if (*r1 > n) *r1 = n;
 }
 
-void matmul(const weight *w, const float *x, float *y, int n_tok, void *scratch) {
-    const type_traits *wt = type_get(w->type);
-    const type_traits *at = type_get((uint32_t)wt->vec_dot_type);
-    int direct = w->n_in % at->blck == 0;
-    float *row = (float *)((uint8_t *)scratch + (size_t)w->n_in * sizeof(float) + 32);
-    for (int t = 0; t < n_tok; t++) {
-        const float *xt = x + (size_t)t * w->n_in;
-        float *yt = y + (size_t)t * w->n_out;
-        if (direct) {
-            at->quantize_act(xt, scratch, w->n_in);
-            for (int64_t r = 0; r < w->n_out; r++)
-                yt[r] = wt->vec_dot(w->n_in, w->data + r * w->row_bytes, scratch);
-        } else {
-            for (int64_t r = 0; r < w->n_out; r++) {
-                wt->to_float(w->data + r * w->row_bytes, row, w->n_in);
-                yt[r] = f32_vec_dot(w->n_in, row, xt);
-            }
+static void mm_worker(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    for (int i = 0; i < j->nw; i++) {
+        const weight *w = j->ws[i];
+        int64_t r0, r1;
+        share(w->n_out, ith, nth, &r0, &r1);
+        if (r0 >= r1) continue;
+        if (j->direct) {
+            j->c->k->matmul[w->type](w->n_in, w->data + r0 * w->row_bytes, w->row_bytes, r1 - r0, j->c->act,
+                                     j->act_stride, j->nb, j->ys[i] + r0, (size_t)w->n_out);
+            continue;
         }
+        float *row = j->c->rows + (size_t)ith * j->c->widest;
+        const type_traits *tt = type_get(w->type);
+        for (int64_t r = r0; r < r1; r++) {
+            tt->to_float(w->data + r * w->row_bytes, row, w->n_in);
+            for (int t = 0; t < j->nb; t++)
+                j->ys[i][(size_t)t * w->n_out + r] = f32_vec_dot(w->n_in, row, j->x + (size_t)t * w->n_in);
+        }
+    }
+}
+
+/* Runs the weights of ws whose activation encoding is act_type (or, act_type < 0, the f32 ones). */
+static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb, int act_type) {
+    const weight *sel[16];
+    float *out[16];
+    int n = 0;
+    for (int i = 0; i < nw && n < 16; i++) {
+        const type_traits *at = type_get((uint32_t)type_get(ws[i]->type)->vec_dot_type);
+        int direct = ws[i]->n_in % at->blck == 0;
+        if (direct ? at == type_get((uint32_t)act_type) : act_type < 0) sel[n] = ws[i], out[n++] = ys[i];
+    }
+    if (!n) return;
+    mm_job j = {c, n, sel, out, x, nb, 0, act_type >= 0};
+    if (j.direct) {
+        int64_t n_in = sel[0]->n_in;
+        j.act_stride = (size_t)type_row_bytes((uint32_t)act_type, n_in);
+        for (int t = 0; t < nb; t++) c->k->quantize_act[act_type](x + (size_t)t * n_in, c->act + t * j.act_stride, n_in);
+    }
+    pool_run(c->pool, mm_worker, &j);
+}
+
+void matmul_multi(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb) {
+    int done_types[8], n_done = 0;
+    mm_group(c, nw, ws, ys, x, nb, -1);
+    for (int i = 0; i < nw; i++) {
+        int act_type = type_get(ws[i]->type)->vec_dot_type;
+        if (ws[i]->n_in % type_get((uint32_t)act_type)->blck) continue;
+        int seen = 0;
+        for (int k = 0; k < n_done; k++) seen |= done_types[k] == act_type;
+        if (seen || n_done == 8) continue;
+        done_types[n_done++] = act_type;
+        mm_group(c, nw, ws, ys, x, nb, act_type);
     }
 }
 

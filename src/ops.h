@@ -7,13 +7,30 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "kernels.h"
 #include "model.h"
+#include "pool.h"
 
-/* Scratch bytes matmul needs for inputs of n_in values. */
-size_t matmul_scratch_bytes(int64_t n_in);
-/* y[t][0..n_out) = w · x[t][0..n_in) for t < n_tok. The activation row is quantized once to the
- * weight type's vec_dot type (as ggml does); rows that type cannot hold use f32. */
-void matmul(const weight *w, const float *x, float *y, int n_tok, void *scratch);
+/* What matmuls need besides their operands: threads, the kernel set, scratch. */
+typedef struct {
+    pool *pool;
+    const kernel_set *k;
+    uint8_t *act;      /* quantized activation rows */
+    size_t act_bytes;
+    float *rows;       /* [n_threads][widest input]: decoded weight rows for the f32 fallback */
+    int64_t widest;
+} mm_ctx;
+
+/* Bytes of act for nb rows of up to widest values (f32 is the widest activation encoding). */
+static inline size_t matmul_act_bytes(int64_t widest, int nb) { return (size_t)nb * ((size_t)widest * 4 + 64); }
+
+/* ys[i][t][0..n_out) = ws[i] · x[t][0..n_in) for nb rows of x, all weights sharing the input. The
+ * activation rows are quantized once to the weights' vec_dot type (as ggml does); weights whose
+ * rows that type cannot hold use f32. Rows are split over the pool's threads. */
+void matmul_multi(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb);
+static inline void matmul(mm_ctx *c, const weight *w, const float *x, float *y, int nb) {
+    matmul_multi(c, 1, &w, &y, x, nb);
+}
 /* out[0..n_embd) = embedding row of token tok (decoded). */
 void embed_row(const weight *tok_embd, int32_t tok, float *out);
 

@@ -113,10 +113,8 @@ static void gated_attention(session *s, const layer *L, int nb) {
     const hparams *hp = &s->m->hp;
     int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
-    const float *xr = rotated_input(in, 3, s->xn, nb, s->xr);
-    matmul_in(&L->wq, s->xn, xr, s->h1, nb, s->mm_scratch); /* [nb][n_head][query hd | gate hd] */
-    matmul_in(&L->wk, s->xn, xr, s->k, nb, s->mm_scratch);
-    matmul_in(&L->wv, s->xn, xr, s->v, nb, s->mm_scratch);
+    float *qkv[] = {s->h1, s->k, s->v}; /* h1: [nb][n_head][query hd | gate hd] */
+    project(s, 3, in, qkv, s->xn, nb);
     for (int t = 0; t < nb; t++) {
         int pos = s->n_past + t;
         float *q = s->q + (size_t)t * qdim, *k = s->k + (size_t)t * kvdim;
@@ -128,16 +126,15 @@ static void gated_attention(session *s, const layer *L, int nb) {
         rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
         kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
     }
+    attend(s, L->slot, s->q, s->att, nb);
     for (int t = 0; t < nb; t++) {
         float *att = s->att + (size_t)t * qdim;
         const float *qg = s->h1 + (size_t)t * 2 * qdim;
-        kv_attend(&s->kv, L->slot, s->q + (size_t)t * qdim, s->n_past + t + 1, att, s->scores, s->n_eval);
         for (int h = 0; h < hp->n_head; h++)
             for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
     }
     const weight *o[] = {&L->wo};
-    const float *ar = rotated_input(o, 1, s->att, nb, s->xr);
-    matmul_in(&L->wo, s->att, ar, s->xn, nb, s->mm_scratch);
+    project(s, 1, o, &s->xn, s->att, nb);
     for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
 }
 
@@ -188,12 +185,9 @@ static void gated_deltanet(session *s, const layer *L, int nb) {
     const hparams *hp = &s->m->hp;
     int E = hp->n_embd, d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, K = hp->ssm_d_conv;
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
-    const weight *in[] = {&L->qkv, &L->gate};
-    const float *xr = rotated_input(in, 2, s->xn, nb, s->xr);
-    matmul_in(&L->qkv, s->xn, xr, s->h1, nb, s->mm_scratch); /* [nb][conv_dim] */
-    matmul_in(&L->gate, s->xn, xr, s->h2, nb, s->mm_scratch); /* z: [nb][inner] */
-    matmul(&L->alpha, s->xn, s->ab, nb, s->mm_scratch);       /* [nb][n_v] then beta after it */
-    matmul(&L->beta, s->xn, s->ab + (size_t)nb * n_v, nb, s->mm_scratch);
+    const weight *in[] = {&L->qkv, &L->gate, &L->alpha, &L->beta};
+    float *out[] = {s->h1, s->h2, s->ab, s->ab + (size_t)nb * n_v}; /* [nb][conv_dim], z [nb][inner], [nb][n_v] x 2 */
+    project(s, 4, in, out, s->xn, nb); /* alpha and beta are never folded: they see the plain input */
     float *conv_state = s->conv_state + (size_t)L->slot * conv_dim * (K - 1);
     float *ssm = s->ssm_state + (size_t)L->slot * n_v * d * d;
     float qscale = 1.0f / sqrtf((float)d);
@@ -225,8 +219,7 @@ static void gated_deltanet(session *s, const layer *L, int nb) {
         }
     }
     const weight *ow[] = {&L->ssm_out};
-    const float *orr = rotated_input(ow, 1, s->att, nb, s->xr);
-    matmul_in(&L->ssm_out, s->att, orr, s->xn, nb, s->mm_scratch);
+    project(s, 1, ow, &s->xn, s->att, nb);
     for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
 }
 

@@ -39,8 +39,13 @@ static size_t layout(session *s, float *base) {
     s->h2 = carve(base, &cur, nb * wide);
     s->xr = carve(base, &cur, nb * widest_in);
     s->ab = carve(base, &cur, 2 * nb * (size_t)hp->ssm_n_v);
-    s->scores = carve(base, &cur, max3((size_t)s->n_ctx, 2 * (size_t)hp->head_dim, inner));
-    s->mm_scratch = carve(base, &cur, matmul_scratch_bytes((int64_t)widest_in) / sizeof(float) + 1);
+    int nth = pool_size(s->mm.pool);
+    s->scores_per_thread = (max3((size_t)s->n_ctx, 2 * (size_t)hp->head_dim, inner) + 15) & ~(size_t)15;
+    s->scores = carve(base, &cur, s->scores_per_thread * (size_t)nth);
+    s->mm.widest = (int64_t)widest_in;
+    s->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, s->n_batch);
+    s->mm.act = (uint8_t *)carve(base, &cur, s->mm.act_bytes / sizeof(float) + 1);
+    s->mm.rows = carve(base, &cur, widest_in * (size_t)nth);
     size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
     size_t ssm = (size_t)hp->n_recurrent * inner * d;
     s->state_floats = conv + ssm;
@@ -72,10 +77,18 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
     const hparams *hp = &m->hp;
     kv_cache kv = {kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
     s->kv = kv;
+    s->mm.pool = pool_new(n_threads);
+    s->mm.k = kernels_get();
+    if (!s->mm.pool) {
+        fail(err, "cannot start %d threads", n_threads);
+        free(s);
+        return NULL;
+    }
     size_t n = layout(s, NULL);
     s->block = calloc(n, sizeof(float));
     if (!s->block) {
         fail(err, "out of memory for a context of %d tokens (%zu MiB)", n_ctx, n * sizeof(float) >> 20);
+        pool_free(s->mm.pool);
         free(s);
         return NULL;
     }
@@ -85,6 +98,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
 
 void session_free(session *s) {
     if (!s) return;
+    pool_free(s->mm.pool);
     free(s->block);
     free(s);
 }

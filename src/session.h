@@ -3,6 +3,7 @@
 #define TRIT_SESSION_H
 
 #include "attn.h"
+#include "ops.h"
 #include "model.h"
 #include "util.h"
 
@@ -19,11 +20,12 @@ struct session {
     float *h1, *h2;       /* [n_batch][widest activation] */
     float *xr;            /* [n_batch][widest input]: rotated inputs of folded weights */
     float *ab;            /* [2][n_batch][ssm_n_v]: GDN alpha and beta projections */
-    float *scores;        /* scratch: max(n_ctx, 2 * head_dim, ssm inner) */
+    float *scores;        /* per thread: scores_per_thread floats (max(n_ctx, 2 * head_dim, ssm inner)) */
+    size_t scores_per_thread;
     float *conv_state;    /* [n_recurrent][conv_dim][d_conv - 1] */
     float *ssm_state;     /* [n_recurrent][n_v][d][d] */
     size_t state_floats;  /* conv_state and ssm_state together (they are adjacent) */
-    void *mm_scratch;     /* matmul_scratch_bytes(widest input) */
+    mm_ctx mm;            /* thread pool, kernels and matmul scratch */
     void *block;          /* the one allocation everything above lives in */
 };
 

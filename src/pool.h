@@ -1,0 +1,19 @@
+/* pool: a fixed set of worker threads that run one parallel loop at a time.
+ * The calling thread takes part as thread 0, so a pool of 1 runs everything inline. */
+#ifndef TRIT_POOL_H
+#define TRIT_POOL_H
+
+typedef struct pool pool;
+typedef void (*pool_fn)(void *arg, int ith, int nth);
+
+/* n_threads <= 0 picks the number of physical cores. NULL on failure. */
+pool *pool_new(int n_threads);
+void pool_free(pool *p);
+int pool_size(const pool *p);
+/* Calls fn(arg, i, n) once for every i in [0, n) (n = pool_size), in parallel; returns when all
+ * calls have returned. Not reentrant: one run at a time per pool. */
+void pool_run(pool *p, pool_fn fn, void *arg);
+/* Physical cores of this machine (at least 1). */
+int pool_physical_cores(void);
+
+#endif
