@@ -110,7 +110,9 @@ static void attend_worker(void *arg, int ith, int nth) {
 
 void attend(session *s, int slot, const float *q, float *att, int nb) {
     attend_job j = {s, slot, nb, q, att};
-    pool_run(s->mm.pool, attend_worker, &j);
+    const hparams *hp = &s->m->hp;
+    if ((int64_t)nb * hp->n_head * (s->n_past + nb) * hp->head_dim < (1 << 16)) attend_worker(&j, 0, 1);
+    else pool_run(s->mm.pool, attend_worker, &j);
 }
 
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x) {

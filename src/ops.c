@@ -6,6 +6,9 @@
 #include "quants.h"
 #include "types.h"
 
+/* Multiply-adds below which a matmul runs on the calling thread alone. */
+#define MM_PARALLEL_WORK (1 << 18)
+
 typedef struct {
     mm_ctx *c;
     int nw;
@@ -65,7 +68,10 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
         j.act_stride = (size_t)type_row_bytes((uint32_t)act_type, n_in);
         for (int t = 0; t < nb; t++) c->k->quantize_act[act_type](x + (size_t)t * n_in, c->act + t * j.act_stride, n_in);
     }
-    pool_run(c->pool, mm_worker, &j);
+    int64_t work = 0;
+    for (int i = 0; i < n; i++) work += sel[i]->n_in * sel[i]->n_out * nb;
+    if (work < MM_PARALLEL_WORK) mm_worker(&j, 0, 1); /* waking threads costs more than this */
+    else pool_run(c->pool, mm_worker, &j);
 }
 
 void matmul_multi(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb) {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SPIN_ROUNDS 20000
+#define SPIN_ROUNDS 200000
 
 struct pool {
     int n;
