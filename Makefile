@@ -15,6 +15,7 @@ else ifeq ($(MODE),debug)
 else
   OPT := -O2 -g
 endif
+COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -ljansson -lm -lpthread
 
@@ -31,6 +32,9 @@ all: $(BUILD)/trit $(BUILD)/trit-tests
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# the build line of trit bench names the commit
+$(BUILD)/cli/bench.o: CFLAGS += -DTRIT_BUILD_COMMIT='"$(COMMIT)"'
 
 $(BUILD)/libtrit.a: $(LIB_OBJ)
 	@rm -f $@

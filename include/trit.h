@@ -33,6 +33,21 @@ const char *trit_model_arch(const trit_model *m);
 /* One line such as "llama, 5 layers, dim 64, 0.26M params, F32" for logs. */
 const char *trit_model_desc(const trit_model *m);
 
+typedef struct {
+    const char *arch;     /* "qwen35" */
+    const char *ftype;    /* type name of the bulk of the weights, e.g. "PTQ1_0" */
+    uint64_t n_params;    /* elements of every tensor */
+    uint64_t n_bytes;     /* bytes of every tensor */
+    int n_layer, n_embd, n_vocab;
+    int rotated;          /* the file declares a Hadamard rotation contract */
+} trit_model_info;
+
+trit_model_info trit_model_get_info(const trit_model *m);
+/* Physical cores of this machine: the default thread count. */
+int trit_physical_cores(void);
+/* The CPU kernel variant in use ("avx512", "avx2", "neon" or "scalar"). */
+const char *trit_cpu_variant(void);
+
 /* ---- tokenizer ---- */
 int32_t trit_token_bos(const trit_model *m); /* -1 when the vocabulary has none */
 int32_t trit_token_eos(const trit_model *m);

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "model.h"
+#include "pool.h"
+#include "types.h"
 #include "session.h"
 
 struct trit_model {
@@ -52,6 +55,28 @@ void trit_model_free(trit_model *m) {
 int trit_model_n_vocab(const trit_model *m) {
     return model_has_weights(m->m) ? m->m->hp.n_vocab : vocab_n_tokens(m->m->vocab);
 }
+trit_model_info trit_model_get_info(const trit_model *tm) {
+    const model *m = tm->m;
+    trit_model_info info = {.arch = m->arch, .ftype = "none", .n_layer = m->hp.n_layer, .n_embd = m->hp.n_embd,
+                            .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present};
+    uint64_t by_type[TYPE_COUNT] = {0};
+    for (size_t i = 0; i < m->file->n_tensors; i++) {
+        const gguf_tensor *t = &m->file->tensors[i];
+        info.n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        info.n_bytes += t->size;
+        if (t->n_dims == 2 && t->type < TYPE_COUNT) by_type[t->type] += t->size;
+    }
+    uint32_t best = 0;
+    for (uint32_t t = 1; t < TYPE_COUNT; t++)
+        if (by_type[t] > by_type[best]) best = t;
+    if (by_type[best]) info.ftype = type_name(best);
+    return info;
+}
+
+const char *trit_cpu_variant(void) { return kernels_get()->name; }
+
+int trit_physical_cores(void) { return pool_physical_cores(); }
+
 int trit_model_n_ctx_train(const trit_model *m) { return m->m->hp.n_ctx_train; }
 const char *trit_model_arch(const trit_model *m) { return m->m->arch; }
 const char *trit_model_desc(const trit_model *m) { return m->m->desc; }
