@@ -16,7 +16,7 @@ else
   OPT := -O2 -g
 endif
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lm -lpthread
+LDLIBS  := -ljansson -lutf8proc -lm -lpthread
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)

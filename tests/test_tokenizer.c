@@ -63,8 +63,8 @@ static int parse_ids(const char *line, int32_t *ids, int max) {
 }
 
 /* Runs every case of a llama.cpp vocab test pair; also checks that decoding gives the input back
- * (with SPM's prefix space). */
-static void run_vocab_vectors(const char *name, int *total, int *passed) {
+ * (after SPM's prefix space, when prefix). */
+static void run_vocab_vectors(const char *name, int prefix, int *total, int *passed) {
     char path[256];
     snprintf(path, sizeof path, "data/vocab/%s.gguf", name);
     vocab *v = load_vocab(path);
@@ -86,7 +86,8 @@ static void run_vocab_vectors(const char *name, int *total, int *passed) {
         CHECKF(ok, "%s case %d: tokens differ for \"%.40s\" (%d tokens, want %d)", name, *total, in, n, n_want);
         size_t dl;
         char *dec = detokenize(v, got, n, 0, &dl);
-        CHECKF(!*in || (dl == strlen(in) + 1 && dec[0] == ' ' && memcmp(dec + 1, in, dl - 1) == 0),
+        size_t skip = prefix && *in ? 1 : 0;
+        CHECKF(dl == strlen(in) + skip && (!skip || dec[0] == ' ') && memcmp(dec + skip, in, dl - skip) == 0,
                "%s case %d: decoding does not give the input back", name, *total);
         free(dec);
         free(got);
@@ -103,9 +104,22 @@ done:
 
 static void test_llama_spm_vectors(void) {
     int total = 0, passed = 0;
-    run_vocab_vectors("ggml-vocab-llama-spm", &total, &passed);
+    run_vocab_vectors("ggml-vocab-llama-spm", 1, &total, &passed);
     printf("     llama-spm vectors: %d/%d\n", passed, total);
     CHECK(total == 46 && passed == total); /* 46 distinct inputs, each followed by the separator */
+}
+
+/* The BPE sets: the common inputs, and 4 combining-mark cases more for qwen35. */
+static void test_bpe_vectors(void) {
+    static const struct { const char *name; int n; } sets[] = {
+        {"ggml-vocab-qwen2", 46}, {"ggml-vocab-qwen35", 50}, {"ggml-vocab-llama-bpe", 46}, {"ggml-vocab-gpt-2", 46},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        int total = 0, passed = 0;
+        run_vocab_vectors(sets[i].name, 0, &total, &passed);
+        printf("     %s vectors: %d/%d\n", sets[i].name + 11, passed, total);
+        CHECKF(total == sets[i].n && passed == total, "%s: %d/%d", sets[i].name, passed, total);
+    }
 }
 
 static void check_ids(const vocab *v, const char *text, int add_special, int parse_special,
@@ -297,6 +311,8 @@ typedef struct {
     int bad_type;           /* writes a token type 9 */
     int scores_as_ints;
     int no_bytes;           /* drops the byte tokens' <0x..> texts */
+    const char *pre;        /* tokenizer.ggml.pre when set */
+    const char *merges;     /* tokenizer.ggml.merges when set: one merge a line */
 } syn_opts;
 
 static syn_opts syn_default(void) {
@@ -317,6 +333,17 @@ static int syn_type(int i, const syn_opts *o) {
     if (o->bad_type && i == 5) return 9;
     if (i >= N_SYN) return 1; /* extra entries of a too-long array */
     return i == 0 ? 2 : i < 3 ? 3 : i < 259 ? (o->no_bytes ? 1 : 6) : words[i - 259].type;
+}
+
+static void syn_merges(gbuf *g, const char *lines) {
+    uint64_t n = 0;
+    for (const char *p = lines; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) n++;
+    kv_arr(g, "tokenizer.ggml.merges", GGUF_STRING, n);
+    for (const char *p = lines; *p;) {
+        size_t len = strcspn(p, "\n");
+        put_u64(g, len), put(g, p, len);
+        p += len + (p[len] != 0);
+    }
 }
 
 static void syn_build(gbuf *g, const syn_opts *o) {
@@ -341,6 +368,8 @@ static void syn_build(gbuf *g, const syn_opts *o) {
     if (o->bos_kind == 4) kv_u32(g, "tokenizer.ggml.bos_token_id", 2);
     kv_u32(g, "tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);
     if (o->space_prefix >= 0) kv_bool(g, "tokenizer.ggml.add_space_prefix", o->space_prefix);
+    if (o->pre) kv_str(g, "tokenizer.ggml.pre", o->pre);
+    if (o->merges) syn_merges(g, o->merges);
 }
 
 /* Builds and loads a synthetic vocabulary; NULL with err set when it is refused. */
@@ -372,7 +401,11 @@ static void test_load_errors(void) {
     o.model = "bert";
     refused(&o, "unsupported tokenizer model 'bert'");
     o.model = "gpt2";
-    refused(&o, "not supported yet");
+    refused(&o, "without tokenizer.ggml.pre");
+    o.pre = "falcon";
+    refused(&o, "unsupported BPE pre-tokenizer 'falcon'");
+    o.pre = "qwen2";
+    refused(&o, "without tokenizer.ggml.merges");
     o = syn_default(), o.n_scores = N_SYN - 1;
     refused(&o, "tokenizer.ggml.scores has");
     o = syn_default(), o.n_types = N_SYN + 1;
@@ -455,6 +488,7 @@ static void test_partition(void) {
 
 const test_case tokenizer_tests[] = {
     {"llama_spm_vectors", test_llama_spm_vectors},
+    {"bpe_vectors", test_bpe_vectors},
     {"stories_once", test_stories_once},
     {"stories_reference", test_stories_reference},
     {"llama_corpus_roundtrip", test_llama_corpus_roundtrip},
