@@ -38,6 +38,21 @@ static void test_qwen2_special(void) {
     vocab_free(v);
 }
 
+/* BOS by default for llama3 vocabularies only, as in llama.cpp. */
+static void test_add_bos(void) {
+    vocab *v = load_vocab("data/vocab/ggml-vocab-llama-bpe.gguf");
+    REQUIRE(v);
+    CHECK(vocab_add_bos(v) && !vocab_add_eos(v));
+    check_ids(v, "Hello world", 1, 0, (const int32_t[]){128000, 9906, 1917}, 3);
+    check_ids(v, "<|begin_of_text|>Hi", 1, 1, (const int32_t[]){128000, 128000, 13347}, 3);
+    vocab_free(v);
+    v = load_vocab("data/vocab/ggml-vocab-gpt-2.gguf");
+    REQUIRE(v);
+    CHECK(!vocab_add_bos(v) && vocab_bos(v) == 50256 && vocab_is_eog(v, 50256));
+    check_ids(v, "Hello world", 1, 0, (const int32_t[]){15496, 995}, 2);
+    vocab_free(v);
+}
+
 /* Token texts of the Qwen3 vocabulary: the qwen2 file's (the same base vocabulary and merges),
  * with Qwen3's added tokens from tokenizer.json at 151643..151668. */
 static void put_qwen3_tokens(gbuf *g, const gguf_kv *tokens, json_t *added) {
@@ -166,9 +181,84 @@ static void test_bpe_corpus(void) {
     free(text);
 }
 
+/* Bytes that form no UTF-8 character keep their byte tokens and decode back unchanged. */
+static void test_invalid_utf8(void) {
+    vocab *v = load_vocab("data/vocab/ggml-vocab-gpt-2.gguf");
+    REQUIRE(v);
+    static const char bad[] = "a\x80\x80 z\xff\xfe'\xc3 \xe2\x82\xac\xe2\x82\n\0x\xf0\x9f\x98";
+    int n;
+    int32_t *t = tokenize(v, bad, sizeof bad - 1, 0, 0, &n);
+    size_t dl;
+    char *dec = t ? detokenize(v, t, n, 0, &dl) : NULL;
+    CHECK(dec && dl == sizeof bad - 1 && memcmp(dec, bad, dl) == 0);
+    free(dec);
+    free(t);
+    vocab_free(v);
+}
+
+/* ---- synthetic vocabularies ---- */
+
+/* A gpt2 vocabulary of the given tokens (NORMAL, but "<c>" CONTROL) and merges. */
+static vocab *bpe_syn(const char *pre, const char *const *tokens, int n_tokens, const char *const *merges,
+                      int n_merges, trit_err *err) {
+    gbuf g = {0};
+    kv_str(&g, "tokenizer.ggml.model", "gpt2");
+    kv_str(&g, "tokenizer.ggml.pre", pre);
+    kv_arr(&g, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_tokens);
+    for (int i = 0; i < n_tokens; i++) put_str(&g, tokens[i]);
+    kv_arr(&g, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)n_tokens);
+    for (int i = 0; i < n_tokens; i++) {
+        int32_t t = strcmp(tokens[i], "<c>") == 0 ? TOKEN_CONTROL : TOKEN_NORMAL;
+        put(&g, &t, 4);
+    }
+    kv_arr(&g, "tokenizer.ggml.merges", GGUF_STRING, (uint64_t)n_merges);
+    for (int i = 0; i < n_merges; i++) put_str(&g, merges[i]);
+    return gbuf_vocab(&g, err);
+}
+
+static const char *const syn_tokens[] = {"a", "b", "c", "d", "ab", "bc", "abc", "aa", "abcd", "<c>", "\xC4\xA0"};
+enum { A, B, C, D, AB, BC, ABC, AA, ABCD, CTL, SPACE, N_SYN_TOKENS };
+
+static void test_merge_rules(void) {
+    /* "b c" outranks "a b"; "c c" makes no token; the ones without a space never apply. */
+    static const char *const merges[] = {"b c", "a b", "a bc", "a a", "c c", "ab", "a b", "abc d"};
+    trit_err err = {{0}};
+    vocab *v = bpe_syn("qwen2", syn_tokens, N_SYN_TOKENS, merges, 8, &err);
+    REQUIREF(v, "%s", err.msg);
+    CHECK(vocab_bos(v) == -1 && vocab_eos(v) == -1); /* llama.cpp's default 11 is out of range */
+    check_ids(v, "abc", 0, 0, (const int32_t[]){ABC}, 1);        /* b+c first, then a+bc */
+    check_ids(v, "aaa", 0, 0, (const int32_t[]){AA, A}, 2);      /* the leftmost of equal ranks */
+    check_ids(v, "abab", 0, 0, (const int32_t[]){AB, AB}, 2);
+    check_ids(v, "cc", 0, 0, (const int32_t[]){C, C}, 2);        /* "cc" is no token: spelled by bytes */
+    check_ids(v, "abcd", 0, 0, (const int32_t[]){ABCD}, 1);
+    check_ids(v, "a z", 0, 0, (const int32_t[]){A, SPACE}, 2);   /* "z" has no token and is dropped */
+    check_ids(v, "a<c>b", 0, 1, (const int32_t[]){A, CTL, B}, 3);
+    vocab_free(v);
+}
+
+/* llama3 vocabularies take a word that is a token whole, whatever the merges say. */
+static void test_ignore_merges(void) {
+    static const char *const merges[] = {"a b", "c d"};
+    trit_err err = {{0}};
+    vocab *v = bpe_syn("llama-bpe", syn_tokens, N_SYN_TOKENS, merges, 2, &err);
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "abcd", 0, 0, (const int32_t[]){ABCD}, 1);
+    check_ids(v, "abc", 0, 0, (const int32_t[]){ABC}, 1);
+    check_ids(v, "abcab", 0, 0, (const int32_t[]){AB, C, AB}, 3);
+    vocab_free(v);
+    v = bpe_syn("qwen2", syn_tokens, N_SYN_TOKENS, merges, 2, &err);
+    REQUIREF(v, "%s", err.msg);
+    check_ids(v, "abcd", 0, 0, (const int32_t[]){AB, C, D}, 3);
+    vocab_free(v);
+}
+
 const test_case bpe_tests[] = {
     {"qwen2_special", test_qwen2_special},
+    {"add_bos", test_add_bos},
     {"qwen3_chat", test_qwen3_chat},
     {"corpus", test_bpe_corpus},
+    {"invalid_utf8", test_invalid_utf8},
+    {"merge_rules", test_merge_rules},
+    {"ignore_merges", test_ignore_merges},
     {0},
 };
