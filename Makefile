@@ -17,7 +17,7 @@ else
 endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lm -lpthread
+LDLIBS  := -ljansson -lutf8proc -lm -lpthread
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)

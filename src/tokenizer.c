@@ -12,11 +12,7 @@
 
 /* ---- text -> id table ---- */
 
-static uint32_t hash_bytes(const char *s, size_t len) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
-}
+static uint32_t hash_bytes(const char *s, size_t len) { return fnv1a(FNV_SEED, s, len); }
 
 int32_t vocab_lookup(const vocab *v, const char *s, size_t len) {
     for (uint32_t i = hash_bytes(s, len) & v->mask;; i = (i + 1) & v->mask) {
@@ -78,11 +74,14 @@ static int load_model_kind(vocab *v, const gguf_file *f, trit_err *err) {
     if (rc == 0) return fail(err, "%s: no tokenizer (tokenizer.ggml.model is missing)", f->path);
     if (strcmp(model, "llama") == 0) {
         v->kind = VOCAB_SPM;
+        v->add_bos = v->add_space_prefix = 1;
         return 0;
     }
-    if (strcmp(model, "gpt2") == 0)
-        return fail(err, "%s: BPE tokenizers (tokenizer.ggml.model 'gpt2') are not supported yet", f->path);
-    return fail(err, "%s: unsupported tokenizer model '%.64s' (supported: llama)", f->path, model);
+    if (strcmp(model, "gpt2") == 0) {
+        v->kind = VOCAB_BPE;
+        return bpe_load_pre(v, f, err);
+    }
+    return fail(err, "%s: unsupported tokenizer model '%.64s' (supported: llama, gpt2)", f->path, model);
 }
 
 /* Copies every token text into one pool, each NUL-terminated. */
@@ -138,27 +137,30 @@ static int load_scores_types(vocab *v, const gguf_file *f, trit_err *err) {
     return 0;
 }
 
+/* Defaults for absent keys are llama.cpp's (its gpt2 default of 11 for BOS and EOS included). */
 static const struct {
     const char *key;
     size_t off;
-    int32_t spm_default;
+    int32_t spm_default, bpe_default;
 } special_ids[] = {
-    {"tokenizer.ggml.bos_token_id", offsetof(vocab, bos), 1},
-    {"tokenizer.ggml.eos_token_id", offsetof(vocab, eos), 2},
-    {"tokenizer.ggml.unknown_token_id", offsetof(vocab, unk), 0},
-    {"tokenizer.ggml.seperator_token_id", offsetof(vocab, sep), -1}, /* sic, as written by GGUF tools */
-    {"tokenizer.ggml.padding_token_id", offsetof(vocab, pad), -1},
-    {"tokenizer.ggml.eot_token_id", offsetof(vocab, eot), -1},
+    {"tokenizer.ggml.bos_token_id", offsetof(vocab, bos), 1, 11},
+    {"tokenizer.ggml.eos_token_id", offsetof(vocab, eos), 2, 11},
+    {"tokenizer.ggml.unknown_token_id", offsetof(vocab, unk), 0, -1},
+    {"tokenizer.ggml.seperator_token_id", offsetof(vocab, sep), -1, -1}, /* sic, as written by GGUF tools */
+    {"tokenizer.ggml.padding_token_id", offsetof(vocab, pad), -1, -1},
+    {"tokenizer.ggml.eot_token_id", offsetof(vocab, eot), -1, -1},
 };
 
-/* -1 and 0xFFFFFFFF (as i32 or u32) mean "none"; any other id must exist. */
+/* -1 and 0xFFFFFFFF (as i32 or u32) mean "none"; any other id must exist. A default that is
+ * out of range means none. */
 static int load_special_ids(vocab *v, const gguf_file *f, trit_err *err) {
     for (size_t i = 0; i < sizeof special_ids / sizeof special_ids[0]; i++) {
         int32_t *id = (int32_t *)((char *)v + special_ids[i].off);
         int64_t x;
         int rc = gguf_get_int(f, special_ids[i].key, &x, err);
         if (rc < 0) return -1;
-        if (rc == 0) x = special_ids[i].spm_default < v->n ? special_ids[i].spm_default : -1;
+        int32_t def = v->kind == VOCAB_SPM ? special_ids[i].spm_default : special_ids[i].bpe_default;
+        if (rc == 0) x = def < v->n ? def : -1;
         else if (x == -1 || x == 0xFFFFFFFF) x = -1;
         else if (x < 0 || x >= v->n)
             return fail(err, "%s: %s = %" PRId64 " is not a token id (%d tokens)", f->path,
@@ -174,10 +176,11 @@ static int load_flag(const gguf_file *f, const char *key, int def, int *out, tri
     return rc < 0 ? -1 : 0;
 }
 
+/* The defaults are the model kind's, set by load_model_kind. */
 static int load_flags(vocab *v, const gguf_file *f, trit_err *err) {
-    if (load_flag(f, "tokenizer.ggml.add_bos_token", 1, &v->add_bos, err) ||
-        load_flag(f, "tokenizer.ggml.add_eos_token", 0, &v->add_eos, err) ||
-        load_flag(f, "tokenizer.ggml.add_space_prefix", 1, &v->add_space_prefix, err))
+    if (load_flag(f, "tokenizer.ggml.add_bos_token", v->add_bos, &v->add_bos, err) ||
+        load_flag(f, "tokenizer.ggml.add_eos_token", v->add_eos, &v->add_eos, err) ||
+        load_flag(f, "tokenizer.ggml.add_space_prefix", v->add_space_prefix, &v->add_space_prefix, err))
         return -1;
     return 0;
 }
@@ -194,12 +197,17 @@ static int byte_value(const vocab_token *t) {
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-/* Byte fallback as llama.cpp: "<0xXX>", else the one-byte token, else unk; the vocabulary is
- * refused when a byte has none of them, so encoding can never fail on odd input. */
-static int build_byte_table(vocab *v, const char *path, trit_err *err) {
+/* Byte tokens decode to the byte their text names, so it must name one. */
+static int check_byte_tokens(const vocab *v, const char *path, trit_err *err) {
     for (int i = 0; i < v->n; i++)
         if (v->tok[i].type == TOKEN_BYTE && byte_value(&v->tok[i]) < 0)
             return fail(err, "%s: byte token %d is '%.16s', not <0xXX>", path, i, v->tok[i].text);
+    return 0;
+}
+
+/* SPM byte fallback as llama.cpp: "<0xXX>", else the one-byte token, else unk; the vocabulary
+ * is refused when a byte has none of them, so encoding can never fail on odd input. */
+static int build_byte_table(vocab *v, const char *path, trit_err *err) {
     for (int b = 0; b < 256; b++) {
         static const char hex[] = "0123456789ABCDEF";
         char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'}, one = (char)b;
@@ -249,13 +257,15 @@ vocab *vocab_load(const gguf_file *f, trit_err *err) {
         return NULL;
     }
     if (load_model_kind(v, f, err) || load_texts(v, f, err) || load_scores_types(v, f, err) ||
-        load_special_ids(v, f, err) || load_flags(v, f, err))
+        load_special_ids(v, f, err) || load_flags(v, f, err) ||
+        (v->kind == VOCAB_BPE && bpe_load_merges(v, f, err)))
         goto bad;
     if (build_table(v) || build_special_list(v)) {
         fail(err, "%s: out of memory for the vocabulary", f->path);
         goto bad;
     }
-    if (build_byte_table(v, f->path, err)) goto bad;
+    if (check_byte_tokens(v, f->path, err) || (v->kind == VOCAB_SPM && build_byte_table(v, f->path, err)))
+        goto bad;
     return v;
 bad:
     vocab_free(v);
@@ -268,6 +278,9 @@ void vocab_free(vocab *v) {
     free(v->pool);
     free(v->slots);
     free(v->special);
+    free(v->merges);
+    free(v->merge_pool);
+    free(v->merge_slots);
     free(v);
 }
 
@@ -301,6 +314,7 @@ typedef struct {
 } encoder;
 
 static int encode_text(encoder *e, const char *s, size_t len) {
+    if (e->v->kind == VOCAB_BPE) return bpe_encode(e->v, s, len, e->out);
     int prefix = e->v->add_space_prefix && e->prev_special;
     e->prev_special = 0;
     return spm_encode(e->v, s, len, prefix, e->out);
@@ -378,7 +392,8 @@ int vocab_token_to_piece(const vocab *v, int32_t tok, char *buf, int size, int s
     if (!buf || size < 0) size = 0;
     const vocab_token *t = &v->tok[tok];
     switch (t->type) {
-    case TOKEN_NORMAL: return copy_unescaped(buf, size, t->text, t->len);
+    case TOKEN_NORMAL:
+        return v->kind == VOCAB_BPE ? bpe_unmap(t->text, t->len, buf, size) : copy_unescaped(buf, size, t->text, t->len);
     case TOKEN_USER_DEFINED: return copy_out(buf, size, t->text, t->len);
     case TOKEN_CONTROL:
     case TOKEN_UNKNOWN: return special ? copy_out(buf, size, t->text, t->len) : 0;

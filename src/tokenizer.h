@@ -1,5 +1,6 @@
 /* tokenizer: vocabularies from GGUF `tokenizer.ggml.*` keys; encode and decode.
- * SPM (`llama`) now; byte-level BPE (`gpt2`) joins later behind the same functions. */
+ * SPM (`llama`) and byte-level BPE (`gpt2`, with the gpt-2, llama3, qwen2 and qwen35
+ * pre-tokenizers), with llama.cpp's rules. */
 #ifndef TRIT_TOKENIZER_H
 #define TRIT_TOKENIZER_H
 

@@ -6,7 +6,17 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define SUITES(X) X(util) X(gguf) X(types) X(tokenizer) X(sampler) X(model) X(rotation) X(cli)
+/* One suite per line, so that branches adding suites merge cleanly. */
+#define SUITES(X) \
+    X(util)       \
+    X(gguf)       \
+    X(types)      \
+    X(tokenizer)  \
+    X(bpe)        \
+    X(sampler)    \
+    X(model)      \
+    X(rotation)   \
+    X(cli)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)
 

@@ -6,50 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "tokenizer.h"
-
-static vocab *load_vocab(const char *rel) {
-    trit_err err = {{0}};
-    gguf_file *f = gguf_open(shared_path(rel), 1, &err);
-    if (!f) {
-        test_failed(__FILE__, __LINE__, "%s", err.msg);
-        return NULL;
-    }
-    vocab *v = vocab_load(f, &err);
-    if (!v) test_failed(__FILE__, __LINE__, "%s", err.msg);
-    gguf_close(f); /* the vocabulary keeps its own copies */
-    return v;
-}
-
-/* Tokenizes into a malloc'd array after asking for the size; *n gets the count. */
-static int32_t *tokenize(const vocab *v, const char *s, size_t len, int add_special, int parse_special, int *n) {
-    int need = vocab_tokenize(v, s, len, add_special, parse_special, NULL, 0);
-    if (need == INT_MIN) return NULL;
-    if (need < 0) need = -need;
-    int32_t *t = malloc(((size_t)need + 1) * sizeof *t);
-    *n = vocab_tokenize(v, s, len, add_special, parse_special, t, need);
-    if (*n != need) test_failed(__FILE__, __LINE__, "count %d, then %d", need, *n);
-    return t;
-}
-
-/* Concatenated pieces in a malloc'd string; *len gets the length. */
-static char *detokenize(const vocab *v, const int32_t *t, int n, int special, size_t *len) {
-    size_t cap = 64, o = 0;
-    char *s = malloc(cap);
-    for (int i = 0; i < n; i++) {
-        int k = vocab_token_to_piece(v, t[i], s + o, (int)(cap - o), special);
-        if (k < 0 && k != INT_MIN) {
-            while (cap - o < (size_t)-k) cap *= 2;
-            s = realloc(s, cap);
-            k = vocab_token_to_piece(v, t[i], s + o, (int)(cap - o), special);
-        }
-        if (k < 0) test_failed(__FILE__, __LINE__, "token %d: piece %d", t[i], k);
-        else o += (size_t)k;
-    }
-    *len = o;
-    return s;
-}
+#include "tok_test.h"
 
 /* Parses one .out line ("1 2 3") into ids; returns the count. */
 static int parse_ids(const char *line, int32_t *ids, int max) {
@@ -63,8 +20,8 @@ static int parse_ids(const char *line, int32_t *ids, int max) {
 }
 
 /* Runs every case of a llama.cpp vocab test pair; also checks that decoding gives the input back
- * (with SPM's prefix space). */
-static void run_vocab_vectors(const char *name, int *total, int *passed) {
+ * (after SPM's prefix space, when prefix). */
+static void run_vocab_vectors(const char *name, int prefix, int *total, int *passed) {
     char path[256];
     snprintf(path, sizeof path, "data/vocab/%s.gguf", name);
     vocab *v = load_vocab(path);
@@ -86,7 +43,8 @@ static void run_vocab_vectors(const char *name, int *total, int *passed) {
         CHECKF(ok, "%s case %d: tokens differ for \"%.40s\" (%d tokens, want %d)", name, *total, in, n, n_want);
         size_t dl;
         char *dec = detokenize(v, got, n, 0, &dl);
-        CHECKF(!*in || (dl == strlen(in) + 1 && dec[0] == ' ' && memcmp(dec + 1, in, dl - 1) == 0),
+        size_t skip = prefix && *in ? 1 : 0;
+        CHECKF(dl == strlen(in) + skip && (!skip || dec[0] == ' ') && memcmp(dec + skip, in, dl - skip) == 0,
                "%s case %d: decoding does not give the input back", name, *total);
         free(dec);
         free(got);
@@ -103,20 +61,22 @@ done:
 
 static void test_llama_spm_vectors(void) {
     int total = 0, passed = 0;
-    run_vocab_vectors("ggml-vocab-llama-spm", &total, &passed);
+    run_vocab_vectors("ggml-vocab-llama-spm", 1, &total, &passed);
     printf("     llama-spm vectors: %d/%d\n", passed, total);
     CHECK(total == 46 && passed == total); /* 46 distinct inputs, each followed by the separator */
 }
 
-static void check_ids(const vocab *v, const char *text, int add_special, int parse_special,
-                      const int32_t *want, int n_want) {
-    int n;
-    int32_t *got = tokenize(v, text, strlen(text), add_special, parse_special, &n);
-    int ok = got && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
-    CHECKF(ok, "\"%s\" (special %d/%d): %d tokens, want %d", text, add_special, parse_special, n, n_want);
-    if (!ok && got)
-        for (int i = 0; i < n; i++) fprintf(stderr, "      got[%d] = %d\n", i, got[i]);
-    free(got);
+/* The BPE sets: the common inputs, and 4 combining-mark cases more for qwen35. */
+static void test_bpe_vectors(void) {
+    static const struct { const char *name; int n; } sets[] = {
+        {"ggml-vocab-qwen2", 46}, {"ggml-vocab-qwen35", 50}, {"ggml-vocab-llama-bpe", 46}, {"ggml-vocab-gpt-2", 46},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        int total = 0, passed = 0;
+        run_vocab_vectors(sets[i].name, 0, &total, &passed);
+        printf("     %s vectors: %d/%d\n", sets[i].name + 11, passed, total);
+        CHECKF(total == sets[i].n && passed == total, "%s: %d/%d", sets[i].name, passed, total);
+    }
 }
 
 static void test_stories_once(void) {
@@ -255,30 +215,6 @@ static void test_invalid_utf8(void) {
 
 /* ---- synthetic vocabularies, written as GGUF bytes in memory ---- */
 
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    uint64_t n_kv;
-} gbuf;
-
-static void put(gbuf *g, const void *d, size_t n) {
-    if (g->n + n > g->cap) {
-        while (g->n + n > g->cap) g->cap = g->cap ? 2 * g->cap : 4096;
-        g->p = realloc(g->p, g->cap);
-    }
-    memcpy(g->p + g->n, d, n);
-    g->n += n;
-}
-static void put_u32(gbuf *g, uint32_t x) { put(g, &x, 4); }
-static void put_u64(gbuf *g, uint64_t x) { put(g, &x, 8); }
-static void put_str(gbuf *g, const char *s) { put_u64(g, strlen(s)), put(g, s, strlen(s)); }
-static void key(gbuf *g, const char *k, uint32_t type) { put_str(g, k), put_u32(g, type), g->n_kv++; }
-static void kv_str(gbuf *g, const char *k, const char *s) { key(g, k, GGUF_STRING), put_str(g, s); }
-static void kv_u32(gbuf *g, const char *k, uint32_t x) { key(g, k, GGUF_U32), put_u32(g, x); }
-static void kv_i32(gbuf *g, const char *k, int32_t x) { key(g, k, GGUF_I32), put(g, &x, 4); }
-static void kv_bool(gbuf *g, const char *k, int b) { uint8_t x = (uint8_t)b; key(g, k, GGUF_BOOL), put(g, &x, 1); }
-static void kv_arr(gbuf *g, const char *k, uint32_t et, uint64_t n) { key(g, k, GGUF_ARRAY), put_u32(g, et), put_u64(g, n); }
-
 /* A small SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then the words below. */
 static const struct { const char *text; float score; int type; } words[] = {
     {"\xE2\x96\x81", -1, 1}, {"a", -2, 1}, {"b", -2, 1}, {"ab", -3, 1}, {"ba", -3, 1},
@@ -297,6 +233,8 @@ typedef struct {
     int bad_type;           /* writes a token type 9 */
     int scores_as_ints;
     int no_bytes;           /* drops the byte tokens' <0x..> texts */
+    const char *pre;        /* tokenizer.ggml.pre when set */
+    const char *merges;     /* tokenizer.ggml.merges when set: one merge a line */
 } syn_opts;
 
 static syn_opts syn_default(void) {
@@ -317,6 +255,17 @@ static int syn_type(int i, const syn_opts *o) {
     if (o->bad_type && i == 5) return 9;
     if (i >= N_SYN) return 1; /* extra entries of a too-long array */
     return i == 0 ? 2 : i < 3 ? 3 : i < 259 ? (o->no_bytes ? 1 : 6) : words[i - 259].type;
+}
+
+static void syn_merges(gbuf *g, const char *lines) {
+    uint64_t n = 0;
+    for (const char *p = lines; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) n++;
+    kv_arr(g, "tokenizer.ggml.merges", GGUF_STRING, n);
+    for (const char *p = lines; *p;) {
+        size_t len = strcspn(p, "\n");
+        put_u64(g, len), put(g, p, len);
+        p += len + (p[len] != 0);
+    }
 }
 
 static void syn_build(gbuf *g, const syn_opts *o) {
@@ -341,23 +290,15 @@ static void syn_build(gbuf *g, const syn_opts *o) {
     if (o->bos_kind == 4) kv_u32(g, "tokenizer.ggml.bos_token_id", 2);
     kv_u32(g, "tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);
     if (o->space_prefix >= 0) kv_bool(g, "tokenizer.ggml.add_space_prefix", o->space_prefix);
+    if (o->pre) kv_str(g, "tokenizer.ggml.pre", o->pre);
+    if (o->merges) syn_merges(g, o->merges);
 }
 
 /* Builds and loads a synthetic vocabulary; NULL with err set when it is refused. */
 static vocab *syn_load(const syn_opts *o, trit_err *err) {
-    gbuf body = {0}, file = {0};
+    gbuf body = {0};
     syn_build(&body, o);
-    put(&file, "GGUF", 4);
-    put_u32(&file, 3);
-    put_u64(&file, 0);
-    put_u64(&file, body.n_kv);
-    put(&file, body.p, body.n);
-    gguf_file *f = gguf_open_buffer(file.p, file.n, "syn.gguf", err);
-    vocab *v = f ? vocab_load(f, err) : NULL;
-    gguf_close(f);
-    free(body.p);
-    free(file.p);
-    return v;
+    return gbuf_vocab(&body, err);
 }
 
 static void refused(const syn_opts *o, const char *want_msg) {
@@ -372,7 +313,11 @@ static void test_load_errors(void) {
     o.model = "bert";
     refused(&o, "unsupported tokenizer model 'bert'");
     o.model = "gpt2";
-    refused(&o, "not supported yet");
+    refused(&o, "without tokenizer.ggml.pre");
+    o.pre = "falcon";
+    refused(&o, "unsupported BPE pre-tokenizer 'falcon'");
+    o.pre = "qwen2";
+    refused(&o, "without tokenizer.ggml.merges");
     o = syn_default(), o.n_scores = N_SYN - 1;
     refused(&o, "tokenizer.ggml.scores has");
     o = syn_default(), o.n_types = N_SYN + 1;
@@ -455,6 +400,7 @@ static void test_partition(void) {
 
 const test_case tokenizer_tests[] = {
     {"llama_spm_vectors", test_llama_spm_vectors},
+    {"bpe_vectors", test_bpe_vectors},
     {"stories_once", test_stories_once},
     {"stories_reference", test_stories_reference},
     {"llama_corpus_roundtrip", test_llama_corpus_roundtrip},
