@@ -294,8 +294,19 @@ int32_t vocab_eos(const vocab *v) { return v ? v->eos : -1; }
 int vocab_add_bos(const vocab *v) { return v && v->add_bos && v->bos >= 0; }
 int vocab_add_eos(const vocab *v) { return v && v->add_eos && v->eos >= 0; }
 
+/* Control tokens that end a turn in the chat formats trit knows, as llama.cpp also recognises them
+ * by text (a Qwen file's eos is <|endoftext|>, while a chat reply ends with <|im_end|>). */
+static const char *const eog_texts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>",
+                                        "<|end|>", "<end_of_turn>", "<|return|>", "<EOT>"};
+
 int vocab_is_eog(const vocab *v, int32_t tok) {
-    return valid_id(v, tok) && (tok == v->eos || tok == v->eot);
+    if (!valid_id(v, tok)) return 0;
+    if (tok == v->eos || tok == v->eot) return 1;
+    if (vocab_token_type(v, tok) != TOKEN_CONTROL) return 0;
+    const char *text = vocab_token_text(v, tok);
+    for (size_t i = 0; text && i < sizeof eog_texts / sizeof eog_texts[0]; i++)
+        if (!strcmp(text, eog_texts[i])) return 1;
+    return 0;
 }
 
 int vocab_token_type(const vocab *v, int32_t tok) { return valid_id(v, tok) ? v->tok[tok].type : -1; }

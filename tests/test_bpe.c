@@ -252,7 +252,21 @@ static void test_ignore_merges(void) {
     vocab_free(v);
 }
 
+/* End of generation: the eos id, and turn-ending control tokens recognised by text. */
+static void test_qwen3_eog(void) {
+    vocab *v = load_qwen3();
+    REQUIRE(v);
+    CHECK(vocab_is_eog(v, 151645)); /* <|im_end|>, the eos here */
+    CHECK(vocab_is_eog(v, 151643)); /* <|endoftext|>, by text */
+    CHECK(!vocab_is_eog(v, 151644)); /* <|im_start|> */
+    CHECK(!vocab_is_eog(v, 151667)); /* <think> */
+    CHECK(!vocab_is_eog(v, 872));
+    CHECK(!vocab_is_eog(v, -1) && !vocab_is_eog(v, 1 << 30));
+    vocab_free(v);
+}
+
 const test_case bpe_tests[] = {
+    {"qwen3_eog", test_qwen3_eog},
     {"qwen2_special", test_qwen2_special},
     {"add_bos", test_add_bos},
     {"qwen3_chat", test_qwen3_chat},
