@@ -13,6 +13,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the tokens of a text"},
     {"inspect", cmd_inspect, "show a GGUF file's metadata, tensors and ternary statistics"},
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
+    {"synth", cmd_synth, "write a random-weight model of a real family's shape"},
 };
 
 static void usage(void) {

@@ -19,6 +19,8 @@ typedef struct {
     int64_t ne[GGUF_MAX_DIMS];
     const void *data;
     uint64_t size;
+    gguf_rows_fn rows_fn; /* when set, produces the data at write time instead of data */
+    void *rows_ctx;
 } wtensor;
 
 struct gguf_writer {
@@ -203,10 +205,8 @@ static int check_tensor(const gguf_writer *w, const char *name, uint32_t type, u
     return 0;
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const int64_t *ne, const void *data, uint64_t size, trit_err *err) {
-    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
-    if (size && !data) return fail(err, "gguf writer: tensor '%.150s' has no data", name);
+static int append_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                         const int64_t *ne, uint64_t size, wtensor **out, trit_err *err) {
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *p = realloc(w->t, cap * sizeof *p);
@@ -220,9 +220,39 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     t->type = type;
     t->n_dims = n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = (uint32_t)d < n_dims ? ne[d] : 1;
-    t->data = data;
     t->size = size;
     w->n_t++;
+    *out = t;
+    return 0;
+}
+
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const int64_t *ne, const void *data, uint64_t size, trit_err *err) {
+    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
+    if (size && !data) return fail(err, "gguf writer: tensor '%.150s' has no data", name);
+    wtensor *t;
+    if (append_tensor(w, name, type, n_dims, ne, size, &t, err)) return -1;
+    t->data = data;
+    return 0;
+}
+
+/* Bytes a well-formed shape needs; UINT64_MAX (which check_tensor then rejects) otherwise. */
+static uint64_t shape_bytes(uint32_t type, uint32_t n_dims, const int64_t *ne) {
+    uint64_t bytes = n_dims >= 1 && n_dims <= GGUF_MAX_DIMS ? type_row_bytes(type, ne[0]) : 0;
+    for (uint32_t d = 1; d < n_dims && d < GGUF_MAX_DIMS; d++)
+        if (ne[d] < 0 || !mul_ok(bytes, (uint64_t)ne[d], &bytes)) return UINT64_MAX;
+    return bytes;
+}
+
+int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const int64_t *ne, gguf_rows_fn fn, void *ctx, trit_err *err) {
+    uint64_t size = shape_bytes(type, n_dims, ne);
+    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
+    if (!fn) return fail(err, "gguf writer: tensor '%.150s' has no producer", name);
+    wtensor *t;
+    if (append_tensor(w, name, type, n_dims, ne, size, &t, err)) return -1;
+    t->rows_fn = fn;
+    t->rows_ctx = ctx;
     return 0;
 }
 
@@ -231,6 +261,8 @@ typedef struct {
     FILE *fp;
     uint64_t pos;
     int bad;
+    int produce_failed; /* a rows producer failed; its message is in err */
+    trit_err *err;
 } out;
 
 static void put(out *o, const void *p, size_t n) {
@@ -272,6 +304,30 @@ static void put_value(out *o, const gguf_kv *kv) {
     }
 }
 
+/* Streams a produced tensor in chunks of whole rows, so only one chunk is ever in memory. */
+static void put_rows(out *o, const wtensor *t) {
+    enum { CHUNK_BYTES = 8 << 20 };
+    uint64_t row = type_row_bytes(t->type, t->ne[0]);
+    int64_t rows = row ? (int64_t)(t->size / row) : 0;
+    int64_t chunk = row && row < CHUNK_BYTES ? (int64_t)(CHUNK_BYTES / row) : 1;
+    if (chunk > rows) chunk = rows;
+    void *buf = rows ? malloc((size_t)(row * (uint64_t)chunk)) : NULL;
+    if (rows && !buf) {
+        o->produce_failed = 1;
+        fail(o->err, "gguf writer: out of memory for tensor '%.150s'", t->name);
+        return;
+    }
+    for (int64_t r = 0; r < rows && !o->bad; r += chunk) {
+        int64_t n = rows - r < chunk ? rows - r : chunk;
+        if (t->rows_fn(t->rows_ctx, r, n, buf, o->err)) {
+            o->produce_failed = 1;
+            break;
+        }
+        put(o, buf, (size_t)(row * (uint64_t)n));
+    }
+    free(buf);
+}
+
 static void put_file(out *o, const gguf_writer *w, const gguf_kv *align_kv) {
     put(o, "GGUF", 4);
     put_u32(o, w->version);
@@ -299,8 +355,9 @@ static void put_file(out *o, const gguf_writer *w, const gguf_kv *align_kv) {
     }
     if (w->n_t == 0) return;
     pad_to(o, w->alignment);
-    for (size_t i = 0; i < w->n_t; i++) {
-        put(o, w->t[i].data, (size_t)w->t[i].size);
+    for (size_t i = 0; i < w->n_t && !o->produce_failed; i++) {
+        if (w->t[i].rows_fn) put_rows(o, &w->t[i]);
+        else put(o, w->t[i].data, (size_t)w->t[i].size);
         pad_to(o, w->alignment);
     }
 }
@@ -329,7 +386,7 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     if (!tmp) return fail(err, "%s: out of memory", path);
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
-    out o = {.fp = fopen(tmp, "wb")};
+    out o = {.fp = fopen(tmp, "wb"), .err = err};
     if (!o.fp) {
         fail(err, "%s: %s", tmp, strerror(errno));
         free(tmp);
@@ -340,10 +397,10 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     if (fflush(o.fp) || fsync(fileno(o.fp))) o.bad = 1;
     int saved = errno;
     if (fclose(o.fp)) o.bad = 1, saved = errno;
-    if (o.bad || rename(tmp, path)) {
+    if (o.produce_failed || o.bad || rename(tmp, path)) {
         if (!o.bad) saved = errno;
         unlink(tmp);
-        fail(err, "%s: write failed: %s", path, strerror(saved));
+        if (!o.produce_failed) fail(err, "%s: write failed: %s", path, strerror(saved));
         free(tmp);
         return -1;
     }
