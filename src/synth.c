@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf.h"
@@ -309,14 +310,14 @@ static int plan_model(synth_plan *pl) {
 static void grid_row(rng *r, float *x, int64_t n, int64_t blck, int grid) {
     for (int64_t b = 0; b < n; b += blck) {
         float d = f16_to_f32(f32_to_f16(0.02f + 0.02f * rng_unit(r)));
-        uint64_t bits = 0;
-        for (int64_t j = 0; j < blck; j++) {
-            if (j % 32 == 0) bits = rng_next(r);
-            int c = (int)(bits & 3); /* ternary: {-1, 0, 0, +1}; binary: low bit is the sign */
-            bits >>= 2;
-            float v = grid == 1 || j == 0 ? ((c & 1) ? d : -d) : c == 0 ? -d : c == 3 ? d : 0.0f;
-            x[b + j] = v;
+        /* 2-bit draws index a table, not branches: random data would defeat the predictor */
+        const float tern[4] = {-d, 0.0f, 0.0f, d}, bin[4] = {-d, d, -d, d};
+        const float *val = grid == 1 ? bin : tern;
+        for (int64_t j = 0; j < blck; j += 32) {
+            uint64_t bits = rng_next(r);
+            for (int k = 0; k < 32; k++, bits >>= 2) x[b + j + k] = val[bits & 3];
         }
+        x[b] = x[b] < 0.0f ? -d : d; /* never zero */
     }
 }
 
@@ -589,6 +590,8 @@ int synth_write(const synth_params *p, const char *path, trit_err *err) {
     const type_traits *tt = type_get(p->type);
     if (!tt || !tt->weight) return fail(err, "type %" PRIu32 " cannot be written as weights", p->type);
     if (synth_shape_check(&p->shape, err)) return -1;
+    struct stat st; /* the writer renames path.tmp over path: never over a device such as /dev/null */
+    if (!stat(path, &st) && !S_ISREG(st.st_mode)) return fail(err, "%s is not a regular file", path);
     synth_plan pl = {.p = p, .err = err, .n_threads = p->n_threads};
     if (pl.n_threads <= 0) pl.n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (pl.n_threads <= 0) pl.n_threads = 1;
