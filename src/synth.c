@@ -432,10 +432,25 @@ static uint32_t file_type(uint32_t type) {
     }
 }
 
-/* SPM ("llama") vocabulary any trit build can tokenize: <unk> <s> </s>, the 256 byte tokens,
- * then filler pieces "tokN" with falling scores up to the shape's vocabulary size. */
+/* SPM ("llama") vocabulary any trit build can tokenize: <unk> <s> </s>, the 256 byte tokens, the
+ * word marker U+2581 and printable ASCII (so text is not all byte fallback), then filler pieces
+ * "tokN" with falling scores up to the shape's vocabulary size. */
+enum { VOCAB_BYTES = 3, VOCAB_CHARS = VOCAB_BYTES + 256, VOCAB_FILL = VOCAB_CHARS + 1 + 94 };
+
+static void vocab_token(int i, char *p, float *score, int32_t *type) {
+    static const char *const specials[] = {"<unk>", "<s>", "</s>"};
+    *score = i < VOCAB_CHARS ? 0.0f : -(float)(i - VOCAB_CHARS);
+    *type = i == 0 ? 2 : i < VOCAB_BYTES ? 3 : i < VOCAB_CHARS ? 6 : 1; /* unknown, control, byte, normal */
+    if (i < VOCAB_BYTES) snprintf(p, 16, "%s", specials[i]);
+    else if (i < VOCAB_CHARS) snprintf(p, 16, "<0x%02X>", i - VOCAB_BYTES);
+    else if (i == VOCAB_CHARS) snprintf(p, 16, "\xe2\x96\x81");
+    else if (i < VOCAB_FILL) snprintf(p, 16, "%c", '!' + (i - VOCAB_CHARS - 1));
+    else snprintf(p, 16, "tok%d", i);
+}
+
 static int synthetic_vocab(gguf_writer *w, int n, trit_err *err) {
-    if (n < 259) return fail(err, "a synthetic vocabulary needs vocab >= 259 (3 specials + 256 bytes)");
+    if (n < VOCAB_FILL)
+        return fail(err, "a synthetic vocabulary needs vocab >= %d (specials, bytes, ASCII)", VOCAB_FILL);
     gguf_str *strs = calloc((size_t)n, sizeof *strs);
     char *pool = malloc((size_t)n * 16);
     float *scores = malloc((size_t)n * sizeof *scores);
@@ -445,15 +460,10 @@ static int synthetic_vocab(gguf_writer *w, int n, trit_err *err) {
         fail(err, "out of memory for the vocabulary");
         goto done;
     }
-    static const char *const specials[] = {"<unk>", "<s>", "</s>"};
     for (int i = 0; i < n; i++) {
         char *p = pool + (size_t)i * 16;
-        if (i < 3) snprintf(p, 16, "%s", specials[i]);
-        else if (i < 259) snprintf(p, 16, "<0x%02X>", i - 3);
-        else snprintf(p, 16, "tok%d", i);
+        vocab_token(i, p, &scores[i], &types[i]);
         strs[i] = (gguf_str){strlen(p), p};
-        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1; /* unknown, control, byte, normal */
     }
     rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", err) ||
          kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n, NULL, strs, err) ||
