@@ -14,7 +14,7 @@ static const char *usage =
     "                  [--rotate] [--block N] [--seed S] [--vocab FILE] [--threads N]\n"
     "  shapes: tiny (every arch), qwen3-1.7b, qwen3-8b, qwen35-9b, qwen35-27b; --dims alone starts from tiny\n"
     "  dims:   layers embd ff heads heads_kv head_dim vocab ctx tied rope_dim rope_base eps\n"
-    "          (qwen35: conv state groups dt_rank inner interval)\n"
+    "          (qwen35: conv state groups dt_rank inner interval sections=a:b:c:d)\n"
     "  types:  F32 F16 BF16 Q8_0 TQ1_0 TQ2_0 Q1_0 Q2_0 PQ2_0 PTQ1_0 (ternary/1-bit weights are exact)\n"
     "  --rotate writes the prism.hadamard contract (block 128 unless --block N); --vocab copies\n"
     "  tokenizer.* from a GGUF instead of the synthetic SPM vocabulary\n";

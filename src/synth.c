@@ -110,7 +110,19 @@ static const struct {
     {"inner", offsetof(synth_shape, ssm_inner), 0, 1},    {"interval", offsetof(synth_shape, attn_interval), 0, 1},
 };
 
+/* "sections=a:b:c:d", qwen35's rope.dimension_sections. */
+static int set_sections(synth_shape *s, const char *val, trit_err *err) {
+    if (s->arch != SYNTH_QWEN35) return fail(err, "--dims sections applies to qwen35 only");
+    int v[4], used = 0;
+    if (sscanf(val, "%d:%d:%d:%d%n", &v[0], &v[1], &v[2], &v[3], &used) != 4 || (val[used] && val[used] != ',') ||
+        v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0 || v[0] > 4096 || v[1] > 4096 || v[2] > 4096 || v[3] > 4096)
+        return fail(err, "--dims sections expects four counts a:b:c:d");
+    memcpy(s->rope_sections, v, sizeof v);
+    return 0;
+}
+
 static int set_dim(synth_shape *s, const char *key, size_t klen, const char *val, trit_err *err) {
+    if (klen == 8 && !strncmp(key, "sections", 8)) return set_sections(s, val, err);
     for (size_t i = 0; i < sizeof dim_keys / sizeof dim_keys[0]; i++) {
         if (strlen(dim_keys[i].key) != klen || strncmp(dim_keys[i].key, key, klen)) continue;
         if (dim_keys[i].qwen35_only && s->arch != SYNTH_QWEN35)
@@ -331,7 +343,8 @@ static void gen_row(const synth_tensor *t, int64_t row, float *x) {
     for (int64_t j = 0; j < n; j++) {
         switch (t->kind) {
         case GEN_WEIGHT: x[j] = 0.02f * rng_gauss(&r); break;
-        case GEN_NORM: x[j] = 1.0f + 0.05f * rng_gauss(&r); break; /* qwen35's stored 1 + w */
+        /* near 1 everywhere: qwen35 stores 1 + w (w near 0); its raw ssm_norm starts at 1 too */
+        case GEN_NORM: x[j] = 1.0f + 0.05f * rng_gauss(&r); break;
         case GEN_CONV: x[j] = 0.3f * rng_gauss(&r); break;
         case GEN_DT_BIAS: x[j] = 0.5f * rng_gauss(&r); break;
         case GEN_SSM_A: x[j] = -expf(2.0f * rng_unit(&r) - 1.0f); break; /* -exp(A_log): decay < 0 */

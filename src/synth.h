@@ -41,7 +41,8 @@ const char *synth_arch_name(synth_arch a);
 /* A named shape of arch ("tiny", "qwen3-8b", "qwen35-27b", ...). -1 with err when unknown. */
 int synth_shape_named(synth_arch arch, const char *name, synth_shape *out, trit_err *err);
 /* Applies "key=value,key=value" overrides (layers, embd, ff, heads, heads_kv, head_dim, vocab,
- * ctx, tied, rope_dim, rope_base, eps, conv, state, groups, dt_rank, inner, interval). */
+ * ctx, tied, rope_dim, rope_base, eps; qwen35: conv, state, groups, dt_rank, inner, interval,
+ * sections=a:b:c:d). */
 int synth_shape_set(synth_shape *s, const char *dims, trit_err *err);
 /* Checks a shape for consistency (heads divide, qwen35 geometry, ...). */
 int synth_shape_check(const synth_shape *s, trit_err *err);

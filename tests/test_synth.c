@@ -272,7 +272,13 @@ static void test_dims(void) {
     CHECK(synth_shape_set(&p.shape, "layers=x", &e) == -1);
     CHECK(synth_shape_set(&p.shape, "bogus=1", &e) == -1 && strstr(e.msg, "bogus"));
     CHECK(synth_shape_set(&p.shape, "conv=4", &e) == -1 && strstr(e.msg, "qwen35"));
+    CHECK(synth_shape_set(&p.shape, "sections=1:1:1:0", &e) == -1 && strstr(e.msg, "qwen35"));
     CHECK(synth_shape_set(&p.shape, "heads_kv=3", &e) == 0 && synth_shape_check(&p.shape, &e) == -1);
+    synth_params q = tiny(SYNTH_QWEN35, TYPE_F32);
+    CHECK(synth_shape_set(&q.shape, "sections=4:2:2:0,interval=1", &e) == 0 && q.shape.rope_sections[0] == 4 &&
+          q.shape.attn_interval == 1 && synth_shape_check(&q.shape, &e) == 0);
+    CHECK(synth_shape_set(&q.shape, "sections=4:2:x", &e) == -1);
+    CHECK(synth_shape_set(&q.shape, "sections=8:2:0:0", &e) == 0 && synth_shape_check(&q.shape, &e) == -1);
 }
 
 /* The synthetic vocabulary tokenizes any text (byte fallback) and decodes it back. */
