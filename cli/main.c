@@ -14,6 +14,7 @@ static const struct {
     {"inspect", cmd_inspect, "show a GGUF file's metadata, tensors and ternary statistics"},
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
     {"bench", cmd_bench, "time prompt processing and generation (llama-bench formats)"},
+    {"synth", cmd_synth, "write a random-weight model of a real family's shape"},
 };
 
 static void usage(void) {

@@ -106,6 +106,13 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, trit_err
  * referenced, not copied, until gguf_writer_write returns. */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const int64_t *ne, const void *data, uint64_t size, trit_err *err);
+/* Producer of rows [row0, row0 + n_rows) of a tensor (rows = the product of ne[1..]) into dst,
+ * n_rows times the row bytes; returns 0, or -1 with err set, which aborts the write. */
+typedef int (*gguf_rows_fn)(void *ctx, int64_t row0, int64_t n_rows, void *dst, trit_err *err);
+/* Adds a tensor whose data fn produces during gguf_writer_write, in order, a bounded chunk at a
+ * time: files larger than memory can be written. ctx must live until the write returns. */
+int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const int64_t *ne, gguf_rows_fn fn, void *ctx, trit_err *err);
 int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err);
 
 #endif

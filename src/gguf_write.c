@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "types.h"
@@ -19,6 +20,8 @@ typedef struct {
     int64_t ne[GGUF_MAX_DIMS];
     const void *data;
     uint64_t size;
+    gguf_rows_fn rows_fn; /* when set, produces the data at write time instead of data */
+    void *rows_ctx;
 } wtensor;
 
 struct gguf_writer {
@@ -203,10 +206,8 @@ static int check_tensor(const gguf_writer *w, const char *name, uint32_t type, u
     return 0;
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const int64_t *ne, const void *data, uint64_t size, trit_err *err) {
-    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
-    if (size && !data) return fail(err, "gguf writer: tensor '%.150s' has no data", name);
+static int append_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                         const int64_t *ne, uint64_t size, wtensor **out, trit_err *err) {
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *p = realloc(w->t, cap * sizeof *p);
@@ -220,21 +221,53 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     t->type = type;
     t->n_dims = n_dims;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = (uint32_t)d < n_dims ? ne[d] : 1;
-    t->data = data;
     t->size = size;
     w->n_t++;
+    *out = t;
     return 0;
 }
 
-/* ---- serialisation: an output stream that remembers its position and its first errno. */
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const int64_t *ne, const void *data, uint64_t size, trit_err *err) {
+    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
+    if (size && !data) return fail(err, "gguf writer: tensor '%.150s' has no data", name);
+    wtensor *t;
+    if (append_tensor(w, name, type, n_dims, ne, size, &t, err)) return -1;
+    t->data = data;
+    return 0;
+}
+
+/* Bytes a well-formed shape needs; UINT64_MAX (which check_tensor then rejects) otherwise. */
+static uint64_t shape_bytes(uint32_t type, uint32_t n_dims, const int64_t *ne) {
+    uint64_t bytes = n_dims >= 1 && n_dims <= GGUF_MAX_DIMS ? type_row_bytes(type, ne[0]) : 0;
+    for (uint32_t d = 1; d < n_dims && d < GGUF_MAX_DIMS; d++)
+        if (ne[d] < 0 || !mul_ok(bytes, (uint64_t)ne[d], &bytes)) return UINT64_MAX;
+    return bytes;
+}
+
+int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const int64_t *ne, gguf_rows_fn fn, void *ctx, trit_err *err) {
+    uint64_t size = shape_bytes(type, n_dims, ne);
+    if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
+    if (!fn) return fail(err, "gguf writer: tensor '%.150s' has no producer", name);
+    wtensor *t;
+    if (append_tensor(w, name, type, n_dims, ne, size, &t, err)) return -1;
+    t->rows_fn = fn;
+    t->rows_ctx = ctx;
+    return 0;
+}
+
+/* ---- serialisation: an output stream that remembers its position and its first error. */
 typedef struct {
     FILE *fp;
     uint64_t pos;
-    int err;
+    int err_no;         /* first errno of a failed write */
+    int produce_failed; /* a rows producer failed; its message is in err */
+    trit_err *err;
 } out;
 
 static void put(out *o, const void *p, size_t n) {
-    if (!o->err && n && fwrite(p, 1, n, o->fp) != n) o->err = errno ? errno : EIO;
+    if (!o->err_no && n && fwrite(p, 1, n, o->fp) != n) o->err_no = errno ? errno : EIO;
     o->pos += n;
 }
 static void put_u32(out *o, uint32_t v) { put(o, &v, 4); }
@@ -272,6 +305,30 @@ static void put_value(out *o, const gguf_kv *kv) {
     }
 }
 
+/* Streams a produced tensor in chunks of whole rows, so only one chunk is ever in memory. */
+static void put_rows(out *o, const wtensor *t) {
+    enum { CHUNK_BYTES = 8 << 20 };
+    uint64_t row = type_row_bytes(t->type, t->ne[0]);
+    int64_t rows = row ? (int64_t)(t->size / row) : 0;
+    int64_t chunk = row && row < CHUNK_BYTES ? (int64_t)(CHUNK_BYTES / row) : 1;
+    if (chunk > rows) chunk = rows;
+    void *buf = rows ? malloc((size_t)(row * (uint64_t)chunk)) : NULL;
+    if (rows && !buf) {
+        o->produce_failed = 1;
+        fail(o->err, "gguf writer: out of memory for tensor '%.150s'", t->name);
+        return;
+    }
+    for (int64_t r = 0; r < rows && !o->err_no; r += chunk) {
+        int64_t n = rows - r < chunk ? rows - r : chunk;
+        if (t->rows_fn(t->rows_ctx, r, n, buf, o->err)) {
+            o->produce_failed = 1;
+            break;
+        }
+        put(o, buf, (size_t)(row * (uint64_t)n));
+    }
+    free(buf);
+}
+
 static void put_file(out *o, const gguf_writer *w, const gguf_kv *align_kv) {
     put(o, "GGUF", 4);
     put_u32(o, w->version);
@@ -299,8 +356,9 @@ static void put_file(out *o, const gguf_writer *w, const gguf_kv *align_kv) {
     }
     if (w->n_t == 0) return;
     pad_to(o, w->alignment);
-    for (size_t i = 0; i < w->n_t; i++) {
-        put(o, w->t[i].data, (size_t)w->t[i].size);
+    for (size_t i = 0; i < w->n_t && !o->produce_failed; i++) {
+        if (w->t[i].rows_fn) put_rows(o, &w->t[i]);
+        else put(o, w->t[i].data, (size_t)w->t[i].size);
         pad_to(o, w->alignment);
     }
 }
@@ -324,12 +382,15 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     gguf_kv akv;
     int need_akv;
     if (alignment_kv(w, &akv, &need_akv, err)) return -1;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* renaming over a device or directory would replace it */
+        return fail(err, "%s: exists and is not a regular file", path);
     size_t n = strlen(path);
     char *tmp = malloc(n + 5);
     if (!tmp) return fail(err, "%s: out of memory", path);
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".tmp", 5);
-    out o = {.fp = fopen(tmp, "wb")};
+    out o = {.fp = fopen(tmp, "wb"), .err = err};
     if (!o.fp) {
         fail(err, "%s: %s", tmp, strerror(errno));
         free(tmp);
@@ -338,13 +399,15 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     setvbuf(o.fp, NULL, _IOFBF, 1 << 20);
     errno = 0;
     put_file(&o, w, need_akv ? &akv : NULL);
-    if (!o.err && (fflush(o.fp) || fsync(fileno(o.fp)))) o.err = errno;
-    if (fclose(o.fp) && !o.err) o.err = errno;
-    if (!o.err && rename(tmp, path)) o.err = errno;
-    if (o.err) {
+    if (!o.err_no && (fflush(o.fp) || fsync(fileno(o.fp)))) o.err_no = errno;
+    if (fclose(o.fp) && !o.err_no) o.err_no = errno;
+    if (!o.err_no && !o.produce_failed && rename(tmp, path)) o.err_no = errno;
+    if (o.err_no || o.produce_failed) {
         unlink(tmp);
-        fail(err, "%s: write failed: %s", path, strerror(o.err));
+        if (!o.produce_failed) fail(err, "%s: write failed: %s", path, strerror(o.err_no));
+        free(tmp);
+        return -1;
     }
     free(tmp);
-    return o.err ? -1 : 0;
+    return 0;
 }

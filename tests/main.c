@@ -16,6 +16,7 @@
     X(sampler)    \
     X(model)      \
     X(rotation)   \
+    X(synth)      \
     X(cli)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)

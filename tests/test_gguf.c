@@ -571,6 +571,60 @@ static void test_writer_errors(void) {
     rm_tmpdir(dir);
 }
 
+/* ---- streaming: tensors produced row by row at write time */
+typedef struct {
+    const float *src;
+    int64_t fail_at; /* first row whose chunk fails, or -1 */
+} rows_src;
+
+static int copy_rows(void *ctx, int64_t row0, int64_t n, void *dst, trit_err *err) {
+    const rows_src *s = ctx;
+    if (s->fail_at >= 0 && row0 + n > s->fail_at) return fail(err, "producer failed at row %lld", (long long)row0);
+    memcpy(dst, s->src + row0 * 1024, (size_t)n * 1024 * sizeof(float));
+    return 0;
+}
+
+/* Writes one 8.6 MB F32 tensor (more than one chunk) plus a small one, either from memory or
+ * from a producer. */
+static int write_rows_file(const char *path, const float *data, const rows_src *src, trit_err *e) {
+    gguf_writer *w = gguf_writer_new(3, 32);
+    int64_t ne[2] = {1024, 2100}, ne1[1] = {1024};
+    int rc = !w || gguf_writer_set_str(w, "general.architecture", "llama", e);
+    if (!rc) rc = gguf_writer_add_tensor(w, "small", TYPE_F32, 1, ne1, data, 4096, e);
+    if (!rc && src) rc = gguf_writer_add_tensor_rows(w, "big", TYPE_F32, 2, ne, copy_rows, (void *)src, e);
+    if (!rc && !src) rc = gguf_writer_add_tensor(w, "big", TYPE_F32, 2, ne, data, 1024 * 2100 * 4, e);
+    if (!rc) rc = gguf_writer_write(w, path, e);
+    gguf_writer_free(w);
+    return rc ? -1 : 0;
+}
+
+static void test_writer_rows(void) {
+    char dir[64], a[128], b[128], tmp[140];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    float *data = malloc(1024 * 2100 * sizeof *data);
+    REQUIRE(data);
+    for (int i = 0; i < 1024 * 2100; i++) data[i] = (float)(i % 9973) * 0.5f;
+    snprintf(a, sizeof a, "%s/mem.gguf", dir);
+    snprintf(b, sizeof b, "%s/rows.gguf", dir);
+    trit_err e = {{0}};
+    rows_src src = {data, -1};
+    CHECKF(write_rows_file(a, data, NULL, &e) == 0, "%s", e.msg);
+    CHECKF(write_rows_file(b, data, &src, &e) == 0, "%s", e.msg);
+    size_t na = 0, nb = 0;
+    char *x = read_file(a, &na), *y = read_file(b, &nb);
+    CHECK(x && y && na == nb && !memcmp(x, y, na));
+    free(x);
+    free(y);
+    /* A failing producer aborts the write with its own message and leaves no file behind. */
+    unlink(b);
+    src.fail_at = 2050;
+    CHECK(write_rows_file(b, data, &src, &e) == -1 && strstr(e.msg, "producer failed at row 2048"));
+    snprintf(tmp, sizeof tmp, "%s.tmp", b);
+    CHECK(access(b, F_OK) != 0 && access(tmp, F_OK) != 0);
+    free(data);
+    rm_tmpdir(dir);
+}
+
 /* A non-default alignment is declared by the writer and honoured by the reader. */
 static void test_alignment_64(void) {
     blob b = build_file(64, 0);
@@ -793,6 +847,7 @@ const test_case gguf_tests[] = {
     {"legacy_q2_0_last", test_legacy_q2_0_last},
     {"q2_0_g64", test_q2_0_g64},
     {"writer_errors", test_writer_errors},
+    {"writer_rows", test_writer_rows},
     {"alignment_64", test_alignment_64},
     {"open_errors", test_open_errors},
     {"inspect_text", test_inspect_text},
