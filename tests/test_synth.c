@@ -93,7 +93,7 @@ static void check_lossless(const gguf_tensor *t) {
     free(q);
 }
 
-/* Loads a llama file through the public API and checks one evaluation gives finite logits. */
+/* Loads a file through the public API and checks one evaluation gives finite logits. */
 static void check_runs(const char *path, const char *what) {
     char err[512];
     trit_model *m = trit_model_load(path, NULL, err, sizeof err);
@@ -127,7 +127,7 @@ static void check_arch_all_types(synth_arch arch) {
         check_like_golden(f, g, all_types[i]);
         const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
         if (emb && low_bit(all_types[i])) check_lossless(emb);
-        if (arch == SYNTH_LLAMA) check_runs(path, type_name(all_types[i]));
+        check_runs(path, type_name(all_types[i]));
         gguf_close(f);
         unlink(path);
     }
@@ -194,6 +194,7 @@ static void check_rotated(synth_arch arch) {
     gguf_file *f = synth_open(&p, path, sizeof path);
     if (f) {
         check_contract(f, 128, arch == SYNTH_QWEN35);
+        check_runs(path, "rotated PTQ1_0");
         const gguf_kv *a = gguf_find(f, "prism.hadamard.weight_names"), *b = gguf_find(g, "prism.hadamard.weight_names");
         REQUIRE(a && b);
         CHECKF(a->n == b->n, "%llu folded weights, golden %llu", (unsigned long long)a->n, (unsigned long long)b->n);
