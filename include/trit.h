@@ -85,6 +85,19 @@ int trit_session_copy(trit_session *dst, const trit_session *src, char *err, siz
 int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
                       char *err, size_t errlen);
 
+/* Several sessions of one model advance together (a server's continuous batching): item i
+ * appends n tokens to session s, logits as trit_session_eval. On error returns -1 and the sessions
+ * of items before the failing one have advanced. */
+typedef struct {
+    trit_session *s;
+    const int32_t *tokens;
+    int n;
+    float *logits;
+    int all_logits;
+} trit_batch_item;
+
+int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errlen);
+
 /* ---- sampling (llama.cpp's names and defaults) ---- */
 typedef struct {
     float temp;           /* 0.8; <= 0 means greedy */

@@ -146,3 +146,10 @@ int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logi
     }
     return 0;
 }
+
+int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errlen) {
+    for (int i = 0; i < n_items; i++)
+        if (trit_session_eval(items[i].s, items[i].tokens, items[i].n, items[i].logits, items[i].all_logits, err, errlen))
+            return -1;
+    return 0;
+}
