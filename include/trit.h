@@ -86,8 +86,9 @@ int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logi
                       char *err, size_t errlen);
 
 /* Several sessions of one model advance together (a server's continuous batching): item i
- * appends n tokens to session s, logits as trit_session_eval. On error returns -1 and the sessions
- * of items before the failing one have advanced. */
+ * appends n tokens to session s, logits as trit_session_eval; their tokens share forward passes
+ * (each weight is read once for all of them). Every item is checked first: on error (-1) no
+ * session has moved. A session may appear once per call; evaluate batches from one thread. */
 typedef struct {
     trit_session *s;
     const int32_t *tokens;

@@ -73,7 +73,7 @@ int bind_globals(model *m, trit_err *err) {
 
 /* ---- forward pieces ---- */
 
-void project(session *s, int nw, const weight *const *ws, float *const *ys, const float *x, int nb) {
+void project(exec *e, int nw, const weight *const *ws, float *const *ys, const float *x, int nb) {
     const weight *plain[16], *folded[16];
     float *plain_y[16], *folded_y[16];
     int np = 0, nf = 0;
@@ -81,16 +81,16 @@ void project(session *s, int nw, const weight *const *ws, float *const *ys, cons
         if (ws[i]->rot.block) folded[nf] = ws[i], folded_y[nf++] = ys[i];
         else plain[np] = ws[i], plain_y[np++] = ys[i];
     }
-    if (np) matmul_multi(&s->mm, np, plain, plain_y, x, nb);
+    if (np) matmul_multi(&e->mm, np, plain, plain_y, x, nb);
     if (!nf) return;
     int64_t n = folded[0]->n_in;
-    memcpy(s->xr, x, (size_t)nb * n * sizeof(float));
-    for (int t = 0; t < nb; t++) rot_forward(&folded[0]->rot, s->xr + (size_t)t * n);
-    matmul_multi(&s->mm, nf, folded, folded_y, s->xr, nb);
+    memcpy(e->xr, x, (size_t)nb * n * sizeof(float));
+    for (int t = 0; t < nb; t++) rot_forward(&folded[0]->rot, e->xr + (size_t)t * n);
+    matmul_multi(&e->mm, nf, folded, folded_y, e->xr, nb);
 }
 
 typedef struct {
-    session *s;
+    exec *e;
     int slot, nb;
     const float *q;
     float *att;
@@ -98,21 +98,28 @@ typedef struct {
 
 static void attend_worker(void *arg, int ith, int nth) {
     const attend_job *j = arg;
-    const hparams *hp = &j->s->m->hp;
+    const hparams *hp = &j->e->m->hp;
     int hd = hp->head_dim, n = j->nb * hp->n_head;
-    float *scratch = j->s->scores + (size_t)ith * j->s->scores_per_thread;
+    float *scratch = j->e->scores + (size_t)ith * j->e->scores_per_thread;
     for (int i = ith; i < n; i += nth) {
         int t = i / hp->n_head, h = i % hp->n_head;
+        const exec_row *r = &j->e->rows[t];
         size_t at = (size_t)t * hp->n_head * hd + (size_t)h * hd;
-        kv_attend_head(&j->s->kv, j->slot, h, j->q + at, j->s->n_past + t + 1, j->att + at, scratch, j->s->n_eval);
+        kv_attend_head(&r->s->kv, j->slot, h, j->q + at, r->pos + 1, j->att + at, scratch, r->n_eval);
     }
 }
 
-void attend(session *s, int slot, const float *q, float *att, int nb) {
-    attend_job j = {s, slot, nb, q, att};
-    const hparams *hp = &s->m->hp;
-    if ((int64_t)nb * hp->n_head * (s->n_past + nb) * hp->head_dim < (1 << 16)) attend_worker(&j, 0, 1);
-    else pool_run(s->mm.pool, attend_worker, &j);
+void attend(exec *e, int slot, const float *q, float *att, int nb) {
+    attend_job j = {e, slot, nb, q, att};
+    const hparams *hp = &e->m->hp;
+    int64_t keys = 0;
+    for (int t = 0; t < nb; t++) keys += e->rows[t].pos + 1;
+    if (keys * hp->n_head * hp->head_dim < (1 << 16)) attend_worker(&j, 0, 1);
+    else pool_run(e->mm.pool, attend_worker, &j);
+}
+
+void store_kv(exec *e, int slot, int t, const float *k, const float *v) {
+    kv_store(&e->rows[t].s->kv, slot, e->rows[t].pos, k, v);
 }
 
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x) {
@@ -124,27 +131,27 @@ void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x) {
     }
 }
 
-void ffn_block(session *s, const layer *L, int nb) {
-    const hparams *hp = &s->m->hp;
+void ffn_block(exec *e, const layer *L, int nb) {
+    const hparams *hp = &e->m->hp;
     int E = hp->n_embd, F = hp->n_ff;
-    for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
+    for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
     const weight *in[] = {&L->ffn_gate, &L->ffn_up};
-    float *out[] = {s->h1, s->h2};
-    project(s, 2, in, out, s->xn, nb);
-    for (size_t i = 0; i < (size_t)nb * F; i++) s->h1[i] = silu(s->h1[i]) * s->h2[i];
+    float *out[] = {e->h1, e->h2};
+    project(e, 2, in, out, e->xn, nb);
+    for (size_t i = 0; i < (size_t)nb * F; i++) e->h1[i] = silu(e->h1[i]) * e->h2[i];
     const weight *down[] = {&L->ffn_down};
-    project(s, 1, down, &s->xn, s->h1, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+    project(e, 1, down, &e->xn, e->h1, nb);
+    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
 }
 
-void output_logits(session *s, int nb, float *const *out) {
-    const model *m = s->m;
+void output_logits(exec *e, int nb, float *const *out) {
+    const model *m = e->m;
     int E = m->hp.n_embd;
     for (int t = 0; t < nb; t++) {
         if (!out[t]) continue;
-        rmsnorm(s->xn, s->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
+        rmsnorm(e->xn, e->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
         const weight *o[] = {&m->output};
-        project(s, 1, o, &out[t], s->xn, 1);
+        project(e, 1, o, &out[t], e->xn, 1);
     }
 }
 

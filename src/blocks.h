@@ -5,17 +5,19 @@
 #include "session.h"
 
 /* ys[i] = ws[i] · x for nb rows of x shared by the weights; folded weights see x rotated (computed
- * once, in s->xr), the others x itself. */
-void project(session *s, int nw, const weight *const *ws, float *const *ys, const float *x, int nb);
-/* Attention of nb new query rows (q: [nb][n_head * hd]) over cache layer slot into att, split over
- * the session's threads by (token, head). */
-void attend(session *s, int slot, const float *q, float *att, int nb);
+ * once, in e->xr), the others x itself. */
+void project(exec *e, int nw, const weight *const *ws, float *const *ys, const float *x, int nb);
+/* Attention of the pass's nb query rows (q: [nb][n_head * hd]), each over its own session's cache
+ * layer slot, into att; split over the threads by (row, head). */
+void attend(exec *e, int slot, const float *q, float *att, int nb);
+/* Writes row t's keys and values (after RoPE) into its session's cache layer slot. */
+void store_kv(exec *e, int slot, int t, const float *k, const float *v);
 /* Embedding rows of nb tokens into x (back from the rotated basis when the table is stored so). */
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x);
 /* x += SwiGLU FFN(rmsnorm(x, L->ffn_norm)) for nb rows. */
-void ffn_block(session *s, const layer *L, int nb);
+void ffn_block(exec *e, const layer *L, int nb);
 /* Final norm and output projection for the rows that want logits. */
-void output_logits(session *s, int nb, float *const *out);
+void output_logits(exec *e, int nb, float *const *out);
 /* Per-head RMSNorm of n_heads vectors of hd values with weight w. */
 void head_norm(float *x, int n_heads, int hd, const float *w, float eps);
 

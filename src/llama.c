@@ -6,7 +6,7 @@
 #include "blocks.h"
 #include "ops.h"
 
-static void llama_forward(session *s, const int32_t *tokens, int nb, float *const *out);
+static void llama_forward(exec *e, const int32_t *tokens, int nb, float *const *out);
 
 int llama_load(model *m, trit_err *err) {
     const hparams *hp = &m->hp;
@@ -38,36 +38,36 @@ int llama_load(model *m, trit_err *err) {
 }
 
 /* x += attention(rmsnorm(x)) for nb rows. */
-static void attention_block(session *s, const layer *L, int nb) {
-    const hparams *hp = &s->m->hp;
+static void attention_block(exec *e, const layer *L, int nb) {
+    const hparams *hp = &e->m->hp;
     int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
-    for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+    for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
-    float *qkv[] = {s->q, s->k, s->v};
-    project(s, 3, in, qkv, s->xn, nb);
+    float *qkv[] = {e->q, e->k, e->v};
+    project(e, 3, in, qkv, e->xn, nb);
     for (int t = 0; t < nb; t++) {
-        int pos = s->n_past + t;
-        float *q = s->q + (size_t)t * qdim, *k = s->k + (size_t)t * kvdim;
+        int pos = e->rows[t].pos;
+        float *q = e->q + (size_t)t * qdim, *k = e->k + (size_t)t * kvdim;
         if (L->q_norm) {
             head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
             head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
         }
         rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
         rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
-        kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
+        store_kv(e, L->slot, t, k, e->v + (size_t)t * kvdim);
     }
-    attend(s, L->slot, s->q, s->att, nb);
+    attend(e, L->slot, e->q, e->att, nb);
     const weight *o[] = {&L->wo};
-    project(s, 1, o, &s->xn, s->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+    project(e, 1, o, &e->xn, e->att, nb);
+    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
 }
 
-static void llama_forward(session *s, const int32_t *tokens, int nb, float *const *out) {
-    const model *m = s->m;
-    embed_tokens(m, tokens, nb, s->x);
+static void llama_forward(exec *e, const int32_t *tokens, int nb, float *const *out) {
+    const model *m = e->m;
+    embed_tokens(m, tokens, nb, e->x);
     for (int il = 0; il < m->hp.n_layer; il++) {
-        attention_block(s, &m->layers[il], nb);
-        ffn_block(s, &m->layers[il], nb);
+        attention_block(e, &m->layers[il], nb);
+        ffn_block(e, &m->layers[il], nb);
     }
-    output_logits(s, nb, out);
+    output_logits(e, nb, out);
 }

@@ -64,6 +64,7 @@ typedef struct {
 
 typedef struct model model;
 typedef struct session session;
+typedef struct exec exec;
 
 struct model {
     char arch[32];
@@ -79,8 +80,9 @@ struct model {
     layer *layers;
     float **owned;     /* decoded 1-D tensors (norms, conv, ...), freed with the model */
     int n_owned, cap_owned;
-    /* Evaluates nb tokens from s->n_past; logits of token t go to out[t] when not NULL. */
-    void (*forward)(session *s, const int32_t *tokens, int nb, float *const *out);
+    /* Runs one pass of nb rows (e->rows: session and position of each); logits of row t go to
+     * out[t] when not NULL. */
+    void (*forward)(exec *e, const int32_t *tokens, int nb, float *const *out);
 };
 
 /* Opens path, reads hyperparameters, binds every tensor (shapes checked), loads the vocab.

@@ -8,7 +8,7 @@
 #include "blocks.h"
 #include "ops.h"
 
-static void qwen35_forward(session *s, const int32_t *tokens, int nb, float *const *out);
+static void qwen35_forward(exec *e, const int32_t *tokens, int nb, float *const *out);
 
 static int read_ssm_hparams(model *m, trit_err *err) {
     hparams *hp = &m->hp;
@@ -109,33 +109,33 @@ static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 /* x += gated attention(h): per head, query and gate interleaved in attn_q's output. */
-static void gated_attention(session *s, const layer *L, int nb) {
-    const hparams *hp = &s->m->hp;
+static void gated_attention(exec *e, const layer *L, int nb) {
+    const hparams *hp = &e->m->hp;
     int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
-    float *qkv[] = {s->h1, s->k, s->v}; /* h1: [nb][n_head][query hd | gate hd] */
-    project(s, 3, in, qkv, s->xn, nb);
+    float *qkv[] = {e->h1, e->k, e->v}; /* h1: [nb][n_head][query hd | gate hd] */
+    project(e, 3, in, qkv, e->xn, nb);
     for (int t = 0; t < nb; t++) {
-        int pos = s->n_past + t;
-        float *q = s->q + (size_t)t * qdim, *k = s->k + (size_t)t * kvdim;
-        const float *qg = s->h1 + (size_t)t * 2 * qdim;
+        int pos = e->rows[t].pos;
+        float *q = e->q + (size_t)t * qdim, *k = e->k + (size_t)t * kvdim;
+        const float *qg = e->h1 + (size_t)t * 2 * qdim;
         for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
         head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
         head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
         rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
         rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
-        kv_store(&s->kv, L->slot, pos, k, s->v + (size_t)t * kvdim);
+        store_kv(e, L->slot, t, k, e->v + (size_t)t * kvdim);
     }
-    attend(s, L->slot, s->q, s->att, nb);
+    attend(e, L->slot, e->q, e->att, nb);
     for (int t = 0; t < nb; t++) {
-        float *att = s->att + (size_t)t * qdim;
-        const float *qg = s->h1 + (size_t)t * 2 * qdim;
+        float *att = e->att + (size_t)t * qdim;
+        const float *qg = e->h1 + (size_t)t * 2 * qdim;
         for (int h = 0; h < hp->n_head; h++)
             for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
     }
     const weight *o[] = {&L->wo};
-    project(s, 1, o, &s->xn, s->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+    project(e, 1, o, &e->xn, e->att, nb);
+    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
 }
 
 /* Causal depthwise convolution of one token's channels with the carried window, then SiLU.
@@ -181,27 +181,27 @@ static void delta_step(float *M, const float *q, const float *k, const float *v,
 }
 
 /* x += Gated DeltaNet(h) over nb tokens, advancing the layer's conv and recurrent state. */
-static void gated_deltanet(session *s, const layer *L, int nb) {
-    const hparams *hp = &s->m->hp;
+static void gated_deltanet(exec *e, const layer *L, int nb) {
+    const hparams *hp = &e->m->hp;
     int E = hp->n_embd, d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, K = hp->ssm_d_conv;
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
     const weight *in[] = {&L->qkv, &L->gate, &L->alpha, &L->beta};
-    float *out[] = {s->h1, s->h2, s->ab, s->ab + (size_t)nb * n_v}; /* [nb][conv_dim], z [nb][inner], [nb][n_v] x 2 */
-    project(s, 4, in, out, s->xn, nb); /* alpha and beta are never folded: they see the plain input */
-    float *conv_state = s->conv_state + (size_t)L->slot * conv_dim * (K - 1);
-    float *ssm = s->ssm_state + (size_t)L->slot * n_v * d * d;
+    float *out[] = {e->h1, e->h2, e->ab, e->ab + (size_t)nb * n_v}; /* [nb][conv_dim], z [nb][inner], [nb][n_v] x 2 */
+    project(e, 4, in, out, e->xn, nb); /* alpha and beta are never folded: they see the plain input */
     float qscale = 1.0f / sqrtf((float)d);
     for (int t = 0; t < nb; t++) {
-        float *xc = s->h1 + (size_t)t * conv_dim, *z = s->h2 + (size_t)t * inner;
-        float *o = s->att + (size_t)t * inner;
-        conv_step(L, conv_state, xc, conv_dim, K);
+        float *xc = e->h1 + (size_t)t * conv_dim, *z = e->h2 + (size_t)t * inner;
+        float *o = e->att + (size_t)t * inner;
+        session *st = e->rows[t].s;
+        float *ssm = st->ssm_state + (size_t)L->slot * n_v * d * d;
+        conv_step(L, st->conv_state + (size_t)L->slot * conv_dim * (K - 1), xc, conv_dim, K);
         float *q = xc, *k = xc + n_k * d, *v = xc + 2 * n_k * d;
         for (int h = 0; h < n_k; h++) {
             l2_normalize(q + h * d, d, hp->rms_eps);
             l2_normalize(k + h * d, d, hp->rms_eps);
             for (int i = 0; i < d; i++) q[h * d + i] *= qscale;
         }
-        const float *a = s->ab + (size_t)t * n_v, *b = s->ab + (size_t)nb * n_v + (size_t)t * n_v;
+        const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
         for (int h = 0; h < n_v; h++) {
             int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
             float decay = expf(L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]));
@@ -209,9 +209,9 @@ static void gated_deltanet(session *s, const layer *L, int nb) {
             rmsnorm(o + h * d, o + h * d, L->ssm_norm, d, hp->rms_eps);
             for (int i = 0; i < d; i++) o[h * d + i] *= silu(z[h * d + i]);
         }
-        if (s->m->rot.gdn_v_grouped) { /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
+        if (e->m->rot.gdn_v_grouped) { /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
             int rep = n_v / n_k;
-            float *tmp = s->scores;
+            float *tmp = e->scores;
             memcpy(tmp, o, (size_t)inner * sizeof(float));
             for (int r = 0; r < rep; r++)
                 for (int kk = 0; kk < n_k; kk++)
@@ -219,21 +219,21 @@ static void gated_deltanet(session *s, const layer *L, int nb) {
         }
     }
     const weight *ow[] = {&L->ssm_out};
-    project(s, 1, ow, &s->xn, s->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) s->x[i] += s->xn[i];
+    project(e, 1, ow, &e->xn, e->att, nb);
+    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
 }
 
-static void qwen35_forward(session *s, const int32_t *tokens, int nb, float *const *out) {
-    const model *m = s->m;
+static void qwen35_forward(exec *e, const int32_t *tokens, int nb, float *const *out) {
+    const model *m = e->m;
     const hparams *hp = &m->hp;
     int E = hp->n_embd;
-    embed_tokens(m, tokens, nb, s->x);
+    embed_tokens(m, tokens, nb, e->x);
     for (int il = 0; il < hp->n_layer; il++) {
         const layer *L = &m->layers[il];
-        for (int t = 0; t < nb; t++) rmsnorm(s->xn + (size_t)t * E, s->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
-        if (L->recurrent) gated_deltanet(s, L, nb);
-        else gated_attention(s, L, nb);
-        ffn_block(s, L, nb);
+        for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+        if (L->recurrent) gated_deltanet(e, L, nb);
+        else gated_attention(e, L, nb);
+        ffn_block(e, L, nb);
     }
-    output_logits(s, nb, out);
+    output_logits(e, nb, out);
 }

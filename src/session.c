@@ -1,13 +1,10 @@
-/* session: KV cache and scratch in one allocation; evaluation in passes of n_batch tokens. */
+/* session: state and work area in one allocation; evaluation in passes of EXEC_ROWS rows. */
 #include "session.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
-
-#define SESSION_BATCH 32
-#define SESSION_UBATCH 512 /* llama.cpp's default micro-batch: it decides the attention kernel */
 
 /* Carves n floats from the block (cursor in floats, 16-float aligned). */
 static float *carve(float *base, size_t *cur, size_t n) {
@@ -18,34 +15,42 @@ static float *carve(float *base, size_t *cur, size_t n) {
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-/* Lays out every buffer; with base == NULL only counts. Returns the floats needed. */
-static size_t layout(session *s, float *base) {
-    const hparams *hp = &s->m->hp;
-    size_t cur = 0, nb = (size_t)s->n_batch;
+/* Lays out the work area; with base == NULL only counts. */
+static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size_t *cur) {
+    size_t nb = EXEC_ROWS;
     size_t kvdim = (size_t)hp->n_head_kv * hp->head_dim, qdim = (size_t)hp->n_head * hp->head_dim;
     size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
     size_t widest_in = max3((size_t)hp->n_embd, (size_t)hp->n_ff, max3(qdim, inner, 0));
     size_t wide = max3(widest_in, 2 * qdim, conv_dim);
+    int nth = pool_size(e->mm.pool);
+    e->x = carve(base, cur, nb * hp->n_embd);
+    e->xn = carve(base, cur, nb * hp->n_embd);
+    e->q = carve(base, cur, nb * qdim);
+    e->att = carve(base, cur, nb * (qdim > inner ? qdim : inner));
+    e->k = carve(base, cur, nb * kvdim);
+    e->v = carve(base, cur, nb * kvdim);
+    e->h1 = carve(base, cur, nb * wide);
+    e->h2 = carve(base, cur, nb * wide);
+    e->xr = carve(base, cur, nb * widest_in);
+    e->ab = carve(base, cur, 2 * nb * (size_t)hp->ssm_n_v);
+    e->max_ctx = n_ctx;
+    e->scores_per_thread = (max3((size_t)n_ctx, 2 * (size_t)hp->head_dim, inner) + 15) & ~(size_t)15;
+    e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
+    e->mm.widest = (int64_t)widest_in;
+    e->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, EXEC_ROWS);
+    e->mm.act = (uint8_t *)carve(base, cur, e->mm.act_bytes / sizeof(float) + 1);
+    e->mm.rows = carve(base, cur, widest_in * (size_t)nth);
+}
+
+/* Lays out state and work area; with base == NULL only counts. Returns the floats needed. */
+static size_t layout(session *s, float *base) {
+    const hparams *hp = &s->m->hp;
+    size_t cur = 0;
+    size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
     size_t kv_floats = kv_cache_bytes(&s->kv) / sizeof(float) + 1;
     s->kv.k = carve(base, &cur, kv_floats);
     s->kv.v = carve(base, &cur, kv_floats);
-    s->x = carve(base, &cur, nb * hp->n_embd);
-    s->xn = carve(base, &cur, nb * hp->n_embd);
-    s->q = carve(base, &cur, nb * qdim);
-    s->att = carve(base, &cur, nb * (qdim > inner ? qdim : inner));
-    s->k = carve(base, &cur, nb * kvdim);
-    s->v = carve(base, &cur, nb * kvdim);
-    s->h1 = carve(base, &cur, nb * wide);
-    s->h2 = carve(base, &cur, nb * wide);
-    s->xr = carve(base, &cur, nb * widest_in);
-    s->ab = carve(base, &cur, 2 * nb * (size_t)hp->ssm_n_v);
-    int nth = pool_size(s->mm.pool);
-    s->scores_per_thread = (max3((size_t)s->n_ctx, 2 * (size_t)hp->head_dim, inner) + 15) & ~(size_t)15;
-    s->scores = carve(base, &cur, s->scores_per_thread * (size_t)nth);
-    s->mm.widest = (int64_t)widest_in;
-    s->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, s->n_batch);
-    s->mm.act = (uint8_t *)carve(base, &cur, s->mm.act_bytes / sizeof(float) + 1);
-    s->mm.rows = carve(base, &cur, widest_in * (size_t)nth);
+    layout_exec(&s->e, hp, s->n_ctx, base, &cur);
     size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
     size_t ssm = (size_t)hp->n_recurrent * inner * d;
     s->state_floats = conv + ssm;
@@ -70,16 +75,14 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
         fail(err, "out of memory");
         return NULL;
     }
+    const hparams *hp = &m->hp;
     s->m = m;
     s->n_ctx = n_ctx;
-    s->n_threads = n_threads;
-    s->n_batch = SESSION_BATCH;
-    const hparams *hp = &m->hp;
-    kv_cache kv = {kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
-    s->kv = kv;
-    s->mm.pool = pool_new(n_threads);
-    s->mm.k = kernels_get();
-    if (!s->mm.pool) {
+    s->kv = (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    s->e.m = m;
+    s->e.mm.pool = pool_new(n_threads);
+    s->e.mm.k = kernels_get();
+    if (!s->e.mm.pool) {
         fail(err, "cannot start %d threads", n_threads);
         free(s);
         return NULL;
@@ -88,7 +91,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
     s->block = calloc(n, sizeof(float));
     if (!s->block) {
         fail(err, "out of memory for a context of %d tokens (%zu MiB)", n_ctx, n * sizeof(float) >> 20);
-        pool_free(s->mm.pool);
+        pool_free(s->e.mm.pool);
         free(s);
         return NULL;
     }
@@ -98,7 +101,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
 
 void session_free(session *s) {
     if (!s) return;
-    pool_free(s->mm.pool);
+    pool_free(s->e.mm.pool);
     free(s->block);
     free(s);
 }
@@ -122,25 +125,54 @@ int session_copy(session *dst, const session *src, trit_err *err) {
     return 0;
 }
 
-int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err) {
+static int check_item(const session *s, const int32_t *tokens, int n, trit_err *err) {
     const int n_vocab = s->m->hp.n_vocab;
     if (n <= 0) return fail(err, "no tokens to evaluate");
     if (n > s->n_ctx - s->n_past)
         return fail(err, "%d tokens do not fit: %d of the context's %d are used", n, s->n_past, s->n_ctx);
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return fail(err, "token id %d is out of range [0, %d)", tokens[i], n_vocab);
-    float *out[SESSION_BATCH];
-    for (int done = 0; done < n; done += s->n_batch) {
-        int nb = n - done < s->n_batch ? n - done : s->n_batch;
-        int ub = done - done % SESSION_UBATCH;
-        s->n_eval = n - ub < SESSION_UBATCH ? n - ub : SESSION_UBATCH;
-        for (int t = 0; t < nb; t++) {
-            int i = done + t;
-            out[t] = !logits ? NULL : all_logits ? logits + (size_t)i * n_vocab : i == n - 1 ? logits : NULL;
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) return fail(err, "token id %d is out of range [0, %d)", tokens[i], n_vocab);
+    return 0;
+}
+
+/* Fills passes of up to EXEC_ROWS rows from the items in order and runs them in work area e.
+ * Rows of one session stay in order, so its recurrent state advances token by token. */
+static void run_passes(exec *e, session **ss, const int32_t *const *tokens, const int *n, float *const *logits,
+                       const int *all_logits, int n_items) {
+    const int n_vocab = e->m->hp.n_vocab;
+    int32_t toks[EXEC_ROWS];
+    float *out[EXEC_ROWS];
+    int nb = 0, item = 0, i = 0;
+    while (item < n_items) {
+        session *s = ss[item];
+        int ub = i - i % EXEC_UBATCH;
+        e->rows[nb] = (exec_row){s, s->n_past + i, n[item] - ub < EXEC_UBATCH ? n[item] - ub : EXEC_UBATCH};
+        toks[nb] = tokens[item][i];
+        out[nb] = !logits[item] ? NULL
+                  : all_logits[item] ? logits[item] + (size_t)i * n_vocab
+                  : i == n[item] - 1 ? logits[item] : NULL;
+        nb++;
+        if (++i == n[item]) i = 0, item++;
+        if (nb == EXEC_ROWS || item == n_items) {
+            e->m->forward(e, toks, nb, out);
+            nb = 0;
         }
-        s->m->forward(s, tokens + done, nb, out);
-        s->n_past += nb;
     }
+    for (int k = 0; k < n_items; k++) ss[k]->n_past += n[k]; /* passes read positions from their rows */
+}
+
+int session_eval_many(session **ss, const int32_t *const *tokens, const int *n, float *const *logits,
+                      const int *all_logits, int n_items, trit_err *err) {
+    int shared = 1;
+    for (int i = 0; i < n_items; i++) {
+        if (check_item(ss[i], tokens[i], n[i], err)) return -1;
+        for (int j = 0; j < i; j++)
+            if (ss[j] == ss[i]) return fail(err, "a session appears twice in one batch");
+        shared &= ss[i]->m == ss[0]->m && ss[i]->n_ctx <= ss[0]->e.max_ctx && ss[i]->kv.f16 == ss[0]->kv.f16;
+    }
+    /* Positions move as rows run, so each item is checked before any pass starts. */
+    if (shared) run_passes(&ss[0]->e, ss, tokens, n, logits, all_logits, n_items);
+    else
+        for (int i = 0; i < n_items; i++) run_passes(&ss[i]->e, &ss[i], &tokens[i], &n[i], &logits[i], &all_logits[i], 1);
     return 0;
 }

@@ -1,32 +1,49 @@
-/* session: one sequence over a model — its KV cache, position and scratch, allocated once. */
+/* session: one sequence over a model — its KV cache, recurrent state and position — and the work
+ * area of a forward pass (exec), allocated once. A pass may carry rows of several sessions of one
+ * model (continuous batching): each row names its session and position. */
 #ifndef TRIT_SESSION_H
 #define TRIT_SESSION_H
 
 #include "attn.h"
-#include "ops.h"
 #include "model.h"
+#include "ops.h"
 #include "util.h"
+
+#define EXEC_ROWS 32     /* rows (tokens) per forward pass */
+#define EXEC_UBATCH 512  /* llama.cpp's default micro-batch: it decides the attention kernel */
+
+/* One row of a pass: a token of session s at position pos. */
+typedef struct {
+    session *s;
+    int pos;
+    int n_eval;           /* tokens of s's evaluation this row belongs to (up to EXEC_UBATCH) */
+} exec_row;
+
+/* The work area of a pass of up to EXEC_ROWS rows. */
+struct exec {
+    const model *m;
+    exec_row rows[EXEC_ROWS];
+    float *x, *xn;        /* [rows][n_embd] residual stream and its normalised copy */
+    float *q, *att;       /* [rows][n_head * head_dim] (att: also the GDN output, ssm inner wide) */
+    float *k, *v;         /* [rows][n_head_kv * head_dim] */
+    float *h1, *h2;       /* [rows][widest activation] */
+    float *xr;            /* [rows][widest input]: rotated inputs of folded weights */
+    float *ab;            /* [2][rows][ssm_n_v]: GDN alpha and beta projections */
+    float *scores;        /* per thread: scores_per_thread floats */
+    size_t scores_per_thread;
+    int max_ctx;          /* longest context the scores scratch serves */
+    mm_ctx mm;            /* thread pool, kernels and matmul scratch */
+};
 
 struct session {
     model *m;
-    int n_ctx, n_past, n_threads;
-    int n_batch;          /* tokens evaluated per pass */
-    int n_eval;           /* tokens of the current evaluation (up to SESSION_UBATCH), as llama.cpp's ubatch */
+    int n_ctx, n_past;
     kv_cache kv;
-    /* scratch for one pass of up to n_batch tokens */
-    float *x, *xn;        /* [n_batch][n_embd] residual stream and its normalised copy */
-    float *q, *att;       /* [n_batch][n_head * head_dim] */
-    float *k, *v;         /* [n_batch][n_head_kv * head_dim] */
-    float *h1, *h2;       /* [n_batch][widest activation] */
-    float *xr;            /* [n_batch][widest input]: rotated inputs of folded weights */
-    float *ab;            /* [2][n_batch][ssm_n_v]: GDN alpha and beta projections */
-    float *scores;        /* per thread: scores_per_thread floats (max(n_ctx, 2 * head_dim, ssm inner)) */
-    size_t scores_per_thread;
     float *conv_state;    /* [n_recurrent][conv_dim][d_conv - 1] */
     float *ssm_state;     /* [n_recurrent][n_v][d][d] */
     size_t state_floats;  /* conv_state and ssm_state together (they are adjacent) */
-    mm_ctx mm;            /* thread pool, kernels and matmul scratch */
-    void *block;          /* the one allocation everything above lives in */
+    exec e;               /* this session's own work area */
+    void *block;          /* the one allocation state and work area live in */
 };
 
 /* kv_f16: keep the KV cache in f16 (llama.cpp's default) rather than f32. */
@@ -36,7 +53,13 @@ void session_free(session *s);
 void session_reset(session *s);
 /* Makes dst continue from src's state (same model; dst's context at least src's position). */
 int session_copy(session *dst, const session *src, trit_err *err);
-/* Evaluates n tokens at positions n_past..; logits as trit_session_eval. */
-int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err);
+
+/* One step of several sessions: item i appends n[i] tokens to ss[i]; logits as trit_session_eval.
+ * The sessions' rows share forward passes (in ss[0]'s work area) when they can. */
+int session_eval_many(session **ss, const int32_t *const *tokens, const int *n, float *const *logits,
+                      const int *all_logits, int n_items, trit_err *err);
+static inline int session_eval(session *s, const int32_t *tokens, int n, float *logits, int all_logits, trit_err *err) {
+    return session_eval_many(&s, &tokens, &n, &logits, &all_logits, 1, err);
+}
 
 #endif

@@ -148,8 +148,22 @@ int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logi
 }
 
 int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errlen) {
+    enum { MAX_ITEMS = 256 };
+    session *ss[MAX_ITEMS];
+    const int32_t *toks[MAX_ITEMS];
+    int n[MAX_ITEMS], all[MAX_ITEMS];
+    float *logits[MAX_ITEMS];
+    trit_err e = {{0}};
+    if (n_items <= 0 || n_items > MAX_ITEMS) {
+        snprintf(err, errlen, "a batch holds 1 to %d items, not %d", MAX_ITEMS, n_items);
+        return -1;
+    }
     for (int i = 0; i < n_items; i++)
-        if (trit_session_eval(items[i].s, items[i].tokens, items[i].n, items[i].logits, items[i].all_logits, err, errlen))
-            return -1;
+        ss[i] = items[i].s->s, toks[i] = items[i].tokens, n[i] = items[i].n, logits[i] = items[i].logits,
+        all[i] = items[i].all_logits;
+    if (session_eval_many(ss, toks, n, logits, all, n_items, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
     return 0;
 }

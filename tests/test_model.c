@@ -373,7 +373,51 @@ static void test_session_batch_and_copy(void) {
     }
 }
 
+/* Continuous batching: three sessions advanced by one trit_eval_batch (a prompt chunk, single
+ * steps, rows spanning two passes) give the same logits as each evaluated alone. */
+static void test_eval_batch(void) {
+    trit_model *m = load(shared_path("golden/models/tiny-qwen35-PTQ1_0.gguf"));
+    REQUIRE(m);
+    int nv = trit_model_n_vocab(m);
+    char err[512];
+    trit_session_params sp = {.n_ctx = 96, .kv_f32 = 1};
+    trit_session *solo[3], *batched[3];
+    for (int i = 0; i < 3; i++) {
+        solo[i] = trit_session_new(m, &sp, err, sizeof err);
+        batched[i] = trit_session_new(m, &sp, err, sizeof err);
+        REQUIRE(solo[i] && batched[i]);
+    }
+    int32_t toks[3][40];
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 40; k++) toks[i][k] = (int32_t)((k * 31 + i * 7 + 3) % nv);
+    const int rounds[2][3] = {{7, 1, 30}, {1, 1, 1}}; /* tokens per session in each round */
+    float *a = malloc((size_t)3 * 40 * nv * sizeof(float)), *b = malloc((size_t)3 * 40 * nv * sizeof(float));
+    REQUIRE(a && b);
+    int at[3] = {0, 0, 0}, same = 1;
+    for (int r = 0; r < 2; r++) {
+        trit_batch_item items[3];
+        for (int i = 0; i < 3; i++) {
+            int n = rounds[r][i];
+            REQUIRE(!trit_session_eval(solo[i], toks[i] + at[i], n, a + (size_t)i * 40 * nv, 1, err, sizeof err));
+            items[i] = (trit_batch_item){batched[i], toks[i] + at[i], n, b + (size_t)i * 40 * nv, 1};
+        }
+        REQUIRE(!trit_eval_batch(items, 3, err, sizeof err));
+        for (int i = 0; i < 3; i++) {
+            same &= !memcmp(a + (size_t)i * 40 * nv, b + (size_t)i * 40 * nv, (size_t)rounds[r][i] * nv * sizeof(float));
+            at[i] += rounds[r][i];
+        }
+    }
+    CHECKF(same, "batched logits differ from solo ones");
+    trit_batch_item twice[2] = {{batched[0], toks[0], 1, NULL, 0}, {batched[0], toks[0], 1, NULL, 0}};
+    CHECK(trit_eval_batch(twice, 2, err, sizeof err) == -1 && strstr(err, "twice"));
+    CHECK(trit_session_n_past(batched[0]) == 8);
+    free(a), free(b);
+    for (int i = 0; i < 3; i++) trit_session_free(solo[i]), trit_session_free(batched[i]);
+    trit_model_free(m);
+}
+
 const test_case model_tests[] = {
+    {"eval_batch", test_eval_batch},
     {"session_batch_and_copy", test_session_batch_and_copy},
     {"stories_perplexity", test_stories_perplexity},
     {"stories_reference_logits", test_stories_reference_logits},
