@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "gguf_edit.h"
 #include "rotation.h"
 #include "test.h"
 #include "trit.h"
@@ -31,50 +32,6 @@ static void test_fwht_reference(void) {
     for (int i = 0; i < 256; i++) CHECKF(fabsf(x[i] - y[i]) < 1e-5f, "round trip %d: %g vs %g", i, x[i], y[i]);
 }
 
-typedef void (*tensor_edit)(const gguf_tensor *t, float *data);
-
-/* Writes src with `key` replaced by *kv (dropped when kv is NULL, appended when absent) and, when
- * edit is given, every tensor decoded to F32 and passed through edit. */
-static int write_variant(const char *src, const char *dst, const char *key, const gguf_kv *kv, tensor_edit edit) {
-    trit_err err;
-    gguf_file *f = gguf_open(src, 1, &err);
-    if (!f) return test_failed(__FILE__, __LINE__, "%s", err.msg), -1;
-    gguf_writer *w = gguf_writer_new(3, f->alignment);
-    float **bufs = calloc(f->n_tensors, sizeof *bufs);
-    int rc = w && bufs ? 0 : -1, replaced = 0;
-    for (size_t i = 0; !rc && i < f->n_kv; i++) {
-        const gguf_kv *k = &f->kv[i];
-        if (key && !strcmp(k->key, key)) {
-            replaced = 1;
-            if (kv) rc = gguf_writer_add_kv(w, kv, &err);
-        } else if (!edit || strcmp(k->key, "general.file_type")) {
-            rc = gguf_writer_add_kv(w, k, &err);
-        }
-    }
-    if (!rc && key && kv && !replaced) rc = gguf_writer_add_kv(w, kv, &err);
-    for (size_t i = 0; !rc && i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        if (!edit) {
-            rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, &err);
-            continue;
-        }
-        int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        if (!(bufs[i] = malloc((size_t)n * sizeof(float)))) rc = -1;
-        else {
-            type_get(t->type)->to_float(t->data, bufs[i], n);
-            edit(t, bufs[i]);
-            rc = gguf_writer_add_tensor(w, t->name, TYPE_F32, t->n_dims, t->ne, bufs[i], (uint64_t)n * 4, &err);
-        }
-    }
-    if (!rc) rc = gguf_writer_write(w, dst, &err);
-    if (rc) test_failed(__FILE__, __LINE__, "%s", err.msg);
-    for (size_t i = 0; bufs && i < f->n_tensors; i++) free(bufs[i]);
-    free(bufs);
-    gguf_writer_free(w);
-    gguf_close(f);
-    return rc;
-}
-
 static const char *tmp_path(const char *tag) {
     static char buf[4][128];
     static int slot;
@@ -86,7 +43,7 @@ static const char *tmp_path(const char *tag) {
 /* Loading must fail with a message containing want. */
 static void expect_refusal(const char *what, const gguf_kv *kv, const char *key, const char *want) {
     const char *dst = tmp_path("bad");
-    if (write_variant(shared_path("golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf"), dst, key, kv, NULL)) return;
+    if (gguf_copy_edit(shared_path("golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf"), dst, key, kv, NULL)) return;
     char err[512] = "";
     trit_model *m = trit_model_load(dst, NULL, err, sizeof err);
     CHECKF(!m, "%s: loaded", what);
@@ -145,8 +102,6 @@ static void test_contract_refusals(void) {
 
 /* ssm_out columns stored in grouped V-head order: unfold each row, permute tiled -> grouped, fold
  * again (tiny qwen35: head dim 64, 2 key heads, 4 value heads). */
-static void keep(const gguf_tensor *t, float *w) { (void)t, (void)w; }
-
 static const float *g_signs;
 static void group_ssm_out(const gguf_tensor *t, float *w) {
     if (!strstr(t->name, "ssm_out")) return;
@@ -189,8 +144,8 @@ static void test_gdn_v_grouped(void) {
     g_signs = signs;
     const char *plain = tmp_path("plain"), *grouped = tmp_path("grouped"), *unflagged = tmp_path("unflagged");
     gguf_kv flag = {.key = K "gdn_v_grouped", .type = GGUF_BOOL, .n = 1, .v.u64 = 1};
-    int rc = write_variant(src, plain, NULL, NULL, keep) || write_variant(src, grouped, flag.key, &flag, group_ssm_out) ||
-             write_variant(src, unflagged, NULL, NULL, group_ssm_out);
+    int rc = gguf_copy_edit(src, plain, NULL, NULL, tensor_keep) || gguf_copy_edit(src, grouped, flag.key, &flag, group_ssm_out) ||
+             gguf_copy_edit(src, unflagged, NULL, NULL, group_ssm_out);
     gguf_close(f);
     REQUIRE(!rc);
     enum { N = 24, V = 512 };
