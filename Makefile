@@ -26,12 +26,23 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz clean help
+.PHONY: all test asan fuzz clean help arm-test bench-kernels
 all: $(BUILD)/trit $(BUILD)/trit-tests
+
+# Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
+# an instruction the CPU lacks (src/kernels.c picks at run time). Off-target files compile empty.
+MACHINE := $(shell $(CC) -dumpmachine)
+ifneq ($(findstring x86_64,$(MACHINE)),)
+$(BUILD)/src/kernels_avx2.o: ISA := -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels_avx512.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+endif
+ifneq ($(findstring aarch64,$(MACHINE)),)
+$(BUILD)/src/kernels_neon.o: ISA := -march=armv8.2-a+dotprod
+endif
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(ISA) $(EXTRA_DEFS) -c $< -o $@
 
 # the build line of trit bench names the commit
 $(BUILD)/cli/bench.o: CFLAGS += -DTRIT_BUILD_COMMIT='"$(COMMIT)"'
@@ -64,6 +75,28 @@ fuzz: $(FUZZ_BIN)
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
 
+# The kernels suite alone, cross-built for aarch64 (no jansson there) and run under qemu with a
+# CPU that has dotprod. Needs gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
+ARM_CC  ?= aarch64-linux-gnu-gcc
+ARM_SRC := src/kernels.c src/kernels_neon.c src/quants.c src/quants_ternary.c src/types.c src/util.c \
+           tests/test_kernels.c tests/main.c
+arm-test:
+	$(MAKE) BUILD=build/arm CC=$(ARM_CC) build/arm/kernels-tests
+	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu max build/arm/kernels-tests
+	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu cortex-a53 build/arm/kernels-tests
+
+build/arm/kernels-tests: $(ARM_SRC:%.c=build/arm/%.o)
+	$(CC) $(OPT) -o $@ $^ -lm -lpthread
+
+build/arm/tests/main.o: EXTRA_DEFS := -D'SUITES(X)=X(kernels)'
+
+# GB/s of weight streaming per type and variant, next to a plain streaming-read reference.
+bench-kernels: $(BUILD)/kernels-bench
+	$(BUILD)/kernels-bench
+
+$(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit.a
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build
 
@@ -72,6 +105,8 @@ help:
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
 	@echo "make fuzz       fuzz the GGUF reader for FUZZ_SECONDS (default 60)"
+	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
+	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

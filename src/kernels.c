@@ -1,46 +1,161 @@
-/* kernels: scalar set (loops over the reference dot products). */
+/* kernels: the scalar set (loops over the reference T_vec_dot, the truth every variant is tested
+ * against) and the run-time choice of a variant. Variant files are compiled with their own ISA
+ * flags; nothing here executes their instructions unless the CPU and OS support them. */
 #include "kernels.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static void scalar_matmul_any(uint32_t type, int64_t n, const void *w, size_t w_stride, int64_t n_rows,
-                              const void *act, size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
-    const type_traits *tt = type_get(type);
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t r = 0; r < n_rows; r++)
-            out[t * out_stride + r] =
-                tt->vec_dot(n, (const uint8_t *)w + r * w_stride, (const uint8_t *)act + t * act_stride);
-}
+#include "quants.h"
 
-#define SCALAR(T, ID)                                                                                            \
-    static void scalar_##T(int64_t n, const void *w, size_t ws, int64_t nr, const void *a, size_t as, int64_t nt, \
-                           float *o, size_t os) {                                                               \
-        scalar_matmul_any(ID, n, w, ws, nr, a, as, nt, o, os);                                                   \
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define KERNELS_X86 1
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#endif
+
+/* ---- Scalar set: one reference vec_dot per output. */
+
+#define SCALAR_MATMUL(T)                                                                              \
+    static void scalar_##T(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
+                           size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {        \
+        for (int64_t t = 0; t < n_tok; t++)                                                           \
+            for (int64_t r = 0; r < n_rows; r++)                                                      \
+                out[(size_t)t * out_stride + (size_t)r] =                                             \
+                    T##_vec_dot(n, (const uint8_t *)w + (size_t)r * w_stride,                         \
+                                (const uint8_t *)act + (size_t)t * act_stride);                      \
     }
-SCALAR(f32, TYPE_F32)
-SCALAR(f16, TYPE_F16)
-SCALAR(bf16, TYPE_BF16)
-SCALAR(q8_0, TYPE_Q8_0)
-SCALAR(tq1_0, TYPE_TQ1_0)
-SCALAR(tq2_0, TYPE_TQ2_0)
-SCALAR(q1_0, TYPE_Q1_0)
-SCALAR(q2_0, TYPE_Q2_0)
-SCALAR(pq2_0, TYPE_PQ2_0)
-SCALAR(ptq1_0, TYPE_PTQ1_0)
 
-static kernel_set scalar_set = {.name = "scalar"};
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+SCALAR_MATMUL(f32)
+SCALAR_MATMUL(f16)
+SCALAR_MATMUL(bf16)
+SCALAR_MATMUL(q8_0)
+SCALAR_MATMUL(tq1_0)
+SCALAR_MATMUL(tq2_0)
+SCALAR_MATMUL(q1_0)
+SCALAR_MATMUL(q2_0)
+SCALAR_MATMUL(pq2_0)
+SCALAR_MATMUL(ptq1_0)
 
-static void init(void) {
-    kernel_matmul *m = scalar_set.matmul;
-    m[TYPE_F32] = scalar_f32, m[TYPE_F16] = scalar_f16, m[TYPE_BF16] = scalar_bf16, m[TYPE_Q8_0] = scalar_q8_0;
-    m[TYPE_TQ1_0] = scalar_tq1_0, m[TYPE_TQ2_0] = scalar_tq2_0, m[TYPE_Q1_0] = scalar_q1_0;
-    m[TYPE_Q2_0] = scalar_q2_0, m[TYPE_PQ2_0] = scalar_pq2_0, m[TYPE_PTQ1_0] = scalar_ptq1_0;
-    for (uint32_t t = 0; t < TYPE_COUNT; t++)
-        if (type_get(t)) scalar_set.quantize_act[t] = type_get(t)->quantize_act;
+static void scalar_init(kernel_set *s) {
+    static const struct { int type; kernel_matmul mm; } mms[] = {
+        {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
+        {TYPE_Q8_0, scalar_q8_0},   {TYPE_TQ1_0, scalar_tq1_0}, {TYPE_TQ2_0, scalar_tq2_0},
+        {TYPE_Q1_0, scalar_q1_0},   {TYPE_Q2_0, scalar_q2_0},   {TYPE_PQ2_0, scalar_pq2_0},
+        {TYPE_PTQ1_0, scalar_ptq1_0},
+    };
+    memset(s, 0, sizeof *s);
+    s->name = "scalar";
+    for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
+    for (int t = 0; t < TYPE_COUNT; t++) {
+        const type_traits *tt = type_get((uint32_t)t);
+        if (tt) s->quantize_act[t] = tt->quantize_act;
+    }
 }
+
+/* ---- CPU features. */
+
+enum { V_SCALAR, V_AVX2, V_AVX512, V_NEON, V_COUNT };
+static const char *const variant_names[V_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+
+#ifdef KERNELS_X86
+/* XCR0: which register state the OS saves; AVX needs XMM|YMM, AVX-512 also opmask|ZMM. */
+static uint64_t xcr0(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int cpu_has(int v) {
+    __builtin_cpu_init();
+    uint64_t x = xcr0();
+    int avx_os = (x & 0x6) == 0x6, avx512_os = (x & 0xe6) == 0xe6;
+    int avx2 = avx_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    if (v == V_AVX2) return avx2;
+    if (v == V_AVX512)
+        return avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return v == V_SCALAR;
+}
+#elif defined(__aarch64__)
+static int cpu_has(int v) {
+    if (v == V_NEON) return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    return v == V_SCALAR;
+}
+#else
+static int cpu_has(int v) { return v == V_SCALAR; }
+#endif
+
+/* ---- The sets, built once; a variant's table exists only when the CPU can run it. */
+
+static kernel_set sets[V_COUNT];
+static int usable[V_COUNT];
+static pthread_once_t sets_once = PTHREAD_ONCE_INIT;
+
+static void build_sets(void) {
+    scalar_init(&sets[V_SCALAR]);
+    usable[V_SCALAR] = 1;
+#ifdef KERNELS_X86
+    if (cpu_has(V_AVX2)) {
+        sets[V_AVX2] = sets[V_SCALAR];
+        sets[V_AVX2].name = variant_names[V_AVX2];
+        kernels_avx2_init(&sets[V_AVX2]);
+        usable[V_AVX2] = 1;
+    }
+    if (usable[V_AVX2] && cpu_has(V_AVX512)) {
+        sets[V_AVX512] = sets[V_AVX2];
+        sets[V_AVX512].name = variant_names[V_AVX512];
+        kernels_avx512_init(&sets[V_AVX512]);
+        usable[V_AVX512] = 1;
+    }
+#elif defined(__aarch64__)
+    if (cpu_has(V_NEON)) {
+        sets[V_NEON] = sets[V_SCALAR];
+        sets[V_NEON].name = variant_names[V_NEON];
+        kernels_neon_init(&sets[V_NEON]);
+        usable[V_NEON] = 1;
+    }
+#endif
+}
+
+const kernel_set *kernels_variant(const char *name) {
+    pthread_once(&sets_once, build_sets);
+    for (int v = 0; v < V_COUNT; v++)
+        if (name && strcmp(name, variant_names[v]) == 0) return usable[v] ? &sets[v] : NULL;
+    return NULL;
+}
+
+static const kernel_set *best(void) {
+    pthread_once(&sets_once, build_sets);
+    for (int v = V_COUNT - 1; v >= 0; v--)
+        if (usable[v]) return &sets[v];
+    return &sets[V_SCALAR];
+}
+
+const kernel_set *kernels_select(const char *request) {
+    if (!request || !*request) return best();
+    const kernel_set *s = kernels_variant(request);
+    if (s) return s;
+    const kernel_set *b = best();
+    fprintf(stderr, "trit: TRIT_CPU=%s is not available on this CPU or build; using %s\n", request, b->name);
+    return b;
+}
+
+static const kernel_set *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void) { chosen = kernels_select(getenv("TRIT_CPU")); }
 
 const kernel_set *kernels_get(void) {
-    pthread_once(&once, init);
-    return &scalar_set;
+    pthread_once(&chosen_once, choose);
+    return chosen;
 }

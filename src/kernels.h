@@ -1,4 +1,11 @@
-/* kernels: the CPU matmul kernels, one set per instruction-set variant, chosen once at run time. */
+/* kernels: the CPU matmul and activation-quantization layer, one set per instruction-set variant.
+ * A kernel computes a tile of dot products straight from the file's block layout:
+ *   out[t*out_stride + r] = dot(weight row r at w + r*w_stride, activation row t at act + t*act_stride)
+ * for r < n_rows, t < n_tok, with strides in bytes (out_stride in floats) and every activation row
+ * already quantized to the weight type's vec_dot_type (types.h). n must be a multiple of the weight
+ * block and of the activation block (PQ2_0 x Q8_K: of 256). Integer sums inside a block are exact;
+ * only the order of the float combination differs from the reference T_vec_dot.
+ * Int8 weights and activations are expected in -127..127, as every quantizer here produces them. */
 #ifndef TRIT_KERNELS_H
 #define TRIT_KERNELS_H
 
@@ -7,17 +14,33 @@
 
 #include "types.h"
 
-/* out[t*out_stride + r] = dot(weight row r at w + r*w_stride, activation row t at act + t*act_stride)
- * for r < n_rows, t < n_tok; activations are in the weight type's vec_dot_type. */
 typedef void (*kernel_matmul)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
                               size_t act_stride, int64_t n_tok, float *out, size_t out_stride);
 
+/* Bit-identical to the reference T_quantize_act of the activation type it is indexed by. */
+typedef void (*kernel_quantize)(const float *x, void *y, int64_t n);
+
 typedef struct {
-    const char *name;
-    kernel_matmul matmul[TYPE_COUNT];
-    void (*quantize_act[TYPE_COUNT])(const float *x, void *y, int64_t n);
+    const char *name;                        /* "scalar", "avx2", "avx512", "neon" */
+    kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
+    kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
 } kernel_set;
 
+/* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU
+ * (scalar|avx2|avx512|neon) when that one can run here (else a note on stderr and the best). */
 const kernel_set *kernels_get(void);
+
+/* What kernels_get would choose for the request (NULL or "" = best), without caching; notes on
+ * stderr as kernels_get does. */
+const kernel_set *kernels_select(const char *request);
+
+/* The named variant when this build has it and this CPU can run it, else NULL. */
+const kernel_set *kernels_variant(const char *name);
+
+/* For the variant files: each overrides the entries it accelerates in a set pre-filled by the
+ * variant below it (scalar <- avx2 <- avx512, scalar <- neon). Called only when the CPU has the ISA. */
+void kernels_avx2_init(kernel_set *s);
+void kernels_avx512_init(kernel_set *s);
+void kernels_neon_init(kernel_set *s);
 
 #endif

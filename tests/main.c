@@ -11,6 +11,7 @@
     X(util)       \
     X(gguf)       \
     X(types)      \
+    X(kernels)    \
     X(tokenizer)  \
     X(bpe)        \
     X(sampler)    \

@@ -1,0 +1,138 @@
+/* kernels_bench: single-threaded GB/s of weight streaming per type and kernel variant (decode,
+ * one token) and int8 multiply-accumulates per second for a 64-token prompt, next to the
+ * machine's streaming-read bandwidth measured the same way. Weights cycle through copies that
+ * together exceed the last-level cache, so decode numbers are DRAM numbers.
+ * Usage: kernels-bench [type ...]   (default: every weight type) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "types.h"
+
+#define POOL_BYTES ((size_t)1 << 30)
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Streaming read: 8 independent sums so the loop is load-bound, not add-bound. */
+static double read_gbs(const uint64_t *p, size_t words) {
+    uint64_t s[8] = {0};
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t = now();
+        for (size_t i = 0; i + 8 <= words; i += 8)
+            for (int k = 0; k < 8; k++) s[k] += p[i + k];
+        double gbs = words * 8.0 / (now() - t) / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    uint64_t x = 0;
+    for (int k = 0; k < 8; k++) x ^= s[k];
+    if (x == 42) printf(" ");
+    return best;
+}
+
+static double memcpy_gbs(uint8_t *dst, const uint8_t *src, size_t bytes) {
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t = now();
+        memcpy(dst, src, bytes);
+        double gbs = bytes / (now() - t) / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    return best;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        p[i] = (uint8_t)(seed >> 56);
+    }
+}
+
+/* Rows x n weights of type t from random floats (valid scales), replicated across the pool. */
+static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
+    const type_traits *tt = type_get(t);
+    size_t mat = (size_t)type_row_bytes(t, n) * (size_t)rows;
+    *copies = POOL_BYTES / mat + 1;
+    uint8_t *pool = malloc(mat * *copies);
+    float *x = malloc((size_t)n * sizeof(float));
+    if (!pool || !x) exit(1);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) x[i] = (float)((r * 7919 + i * 104729) % 2001 - 1000) / 1000.0f;
+        tt->quantize(x, pool + (size_t)r * type_row_bytes(t, n), n);
+    }
+    for (size_t c = 1; c < *copies; c++) memcpy(pool + c * mat, pool, mat);
+    free(x);
+    return pool;
+}
+
+static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
+    const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
+    size_t copies, mat = (size_t)type_row_bytes(t, n) * (size_t)rows, arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
+    uint8_t *pool = make_pool(t, n, rows, &copies);
+    enum { PP = 64 };
+    float *x = malloc((size_t)n * sizeof(float)), *out = malloc((size_t)rows * PP * sizeof(float));
+    uint8_t *act = malloc(arow * PP);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
+    for (int k = 0; k < PP; k++) at->quantize_act(x, act + k * arow, n);
+    const char *names[] = {"scalar", "avx2", "avx512", "neon"};
+    for (int v = 0; v < 4; v++) {
+        const kernel_set *ks = kernels_variant(names[v]);
+        if (!ks) continue;
+        size_t ws = mat / (size_t)rows, c = 0;
+        int64_t few = v == 0 ? 64 : rows; /* the scalar set is slow: fewer rows for the prompt */
+        double dec = 0, hot = 0, pp = 0;
+        for (int rep = 0; rep < 5; rep++) { /* best of 5: the machine may be shared */
+            double t0 = now(), bytes = 0;
+            while (now() - t0 < 0.08) { /* decode: one token over a copy not touched lately */
+                ks->matmul[t](n, pool + (c++ % copies) * mat, ws, rows, act, arow, 1, out, (size_t)rows);
+                bytes += (double)mat;
+            }
+            dec = fmax(dec, bytes / (now() - t0) / 1e9);
+            t0 = now(), bytes = 0;
+            while (now() - t0 < 0.04) { /* the same 64 rows again and again: cache-resident */
+                ks->matmul[t](n, pool, ws, 64, act, arow, 1, out, (size_t)rows);
+                bytes += (double)ws * 64;
+            }
+            hot = fmax(hot, bytes / (now() - t0) / 1e9);
+            t0 = now();
+            double macs = 0;
+            while (now() - t0 < 0.08) {
+                ks->matmul[t](n, pool, ws, few, act, arow, PP, out, (size_t)rows);
+                macs += (double)n * (double)few * PP;
+            }
+            pp = fmax(pp, macs / (now() - t0) / 1e9);
+        }
+        printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp64 %7.2f GMAC/s\n",
+               tt->name, (long long)rows, (long long)n, ks->name, dec, 100.0 * dec / ref_gbs, hot, pp);
+        fflush(stdout);
+    }
+    free(pool), free(x), free(out), free(act);
+}
+
+int main(int argc, char **argv) {
+    uint8_t *a = malloc(POOL_BYTES), *b = malloc(POOL_BYTES);
+    if (!a || !b) return 1;
+    fill(a, POOL_BYTES, 1);
+    memset(b, 0, POOL_BYTES);
+    double rd = read_gbs((const uint64_t *)a, POOL_BYTES / 8);
+    printf("streaming read %.2f GB/s, memcpy %.2f GB/s (copied bytes), single thread; best variant: %s\n", rd,
+           memcpy_gbs(b, a, POOL_BYTES), kernels_get()->name);
+    free(a), free(b);
+    static const uint32_t all[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_Q8_0,
+                                   TYPE_Q1_0,   TYPE_Q2_0,  TYPE_F16,   TYPE_BF16,  TYPE_F32};
+    const int64_t shapes[2][2] = {{4096, 4096}, {14336, 4096}};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            int want = argc < 2;
+            for (int k = 1; k < argc; k++) want |= type_from_name(argv[k]) == (int)all[i];
+            if (want) bench_type(all[i], shapes[s][1], shapes[s][0], rd);
+        }
+    return 0;
+}

@@ -1,0 +1,454 @@
+/* kernels_avx2: matmul and activation quantization for x86-64 with AVX2, FMA and F16C. Compiled
+ * with those flags alone (Makefile); kernels.c calls kernels_avx2_init only on CPUs that have them.
+ * Weights are decoded from the file layout in chunks of 32 codes (value/d + 1, unsigned) and
+ * multiplied with maddubs; the +1 offset comes back out as the activation sums (Q8_K: bsums;
+ * Q8_0: pair sums computed once per token and chunk). Tiles of rows x tokens share every
+ * activation load (decode) and every weight decode (prompt processing). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quants.h"
+#include "quants_impl.h"
+#include "util.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* Weight kinds; each is a weight type with its activation family. */
+enum { K_PTQ1, K_Q1, K_Q2, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
+
+/* Decode tile (one token) and prompt tile (rows x tokens). */
+enum { DEC_R = 4, PP_R = 2, PP_T = 4 };
+
+typedef struct { int nb, bytes, d_off; } kind_info;
+
+INLINE kind_info info(int k) {
+    switch (k) {
+    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
+    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
+    case K_Q2: return (kind_info){QK2_0, sizeof(block_q2_0), 0};
+    case K_Q8: return (kind_info){QK8_0, sizeof(block_q8_0), 0};
+    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
+    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
+    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
+    }
+}
+
+INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+INLINE __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(load128(p)); }
+INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
+
+INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- Weight decoding. */
+
+/* Base-3 digit of every byte of x, the digit picked per byte by p = 3^n:
+ * ((x*3^n mod 256) * 3) >> 8, in 16-bit halves since AVX2 has no byte multiply. */
+INLINE __m256i trits(__m256i x, __m256i p) {
+    const __m256i hi = _mm256_set1_epi16((short)0xff00), three = _mm256_set1_epi16(3);
+    __m256i ev = _mm256_mullo_epi16(x, _mm256_slli_epi16(p, 8)); /* (x_lo*p_lo mod 256) << 8 */
+    __m256i od = _mm256_mullo_epi16(_mm256_and_si256(x, hi), _mm256_srli_epi16(p, 8));
+    ev = _mm256_mulhi_epu16(ev, three);
+    od = _mm256_mulhi_epu16(od, three);
+    return _mm256_or_si256(ev, _mm256_slli_epi16(od, 8));
+}
+
+static const uint8_t ptq1_pow[4][32] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27},
+    {81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27},
+};
+/* Bytes 12..27 of a PTQ1_0 block -> qs[16..23] twice | qs[16..23], then qh[h] for element 120+2n+h. */
+static const uint8_t ptq1_tail[32] = {4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+                                      4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13};
+
+/* Codes 32j..32j+31 of a PTQ1_0 block (element order of bonsai2-contract §1.6). */
+INLINE __m256i ptq1_chunk(const uint8_t *b, int j) {
+    __m256i lo = bcast128(b);
+    __m256i hi = _mm256_shuffle_epi8(bcast128(b + 12), load256(ptq1_tail));
+    __m256i x = j < 2 ? lo : j == 2 ? _mm256_permute2x128_si256(lo, hi, 0x20) : hi;
+    return trits(x, load256(ptq1_pow[j]));
+}
+
+static const uint8_t tq1_pow[3][32] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27},
+    {81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27},
+};
+static const uint8_t tq1_qh[16] = {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15};
+
+/* Codes 32j..32j+31 of a TQ1_0 block: digit j of qs[0..31] for j < 5, then the 16-byte stage
+ * (two digits per chunk) and qh (element 240+4n+h = digit n of qh[h]). */
+INLINE __m256i tq1_chunk(const uint8_t *b, int j) {
+    static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+    if (j < 5) return trits(load256(b), _mm256_set1_epi8((char)p3[j]));
+    __m256i x = j < 7 ? bcast128(b + 32)
+                      : _mm256_set_m128i(_mm_shuffle_epi8(load128(b + 36), load128(tq1_qh)), load128(b + 32));
+    return trits(x, load256(tq1_pow[j - 5]));
+}
+
+/* Q1_0: bit j%8 of qs[j/8] -> code 2 or 0 (natural order). */
+INLINE __m256i q1_chunk(const uint8_t *b, int j) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)rd_u32(b + 2 + 4 * j)), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+    return _mm256_and_si256(v, _mm256_set1_epi8(2));
+}
+
+/* 2-bit codes of 8 bytes (32 elements, 4 per byte) in plane order: byte 8l+m holds element 4m+l.
+ * The matching activations go through crumb_act. */
+INLINE __m256i crumb_chunk(const uint8_t *qs) {
+    __m256i v = _mm256_set1_epi64x((long long)rd_u64(qs));
+    v = _mm256_srlv_epi64(v, _mm256_set_epi64x(6, 4, 2, 0));
+    return _mm256_and_si256(v, _mm256_set1_epi8(3));
+}
+
+/* 32 activations reordered to crumb_chunk's plane order. */
+INLINE __m256i crumb_act(const uint8_t *a) {
+    const __m256i by_plane = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1,
+                                              5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m256i v = _mm256_shuffle_epi8(load256(a), by_plane);
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* TQ2_0: element 128c+32l+m = bits 2l of qs[32c+m] (natural order per chunk). */
+INLINE __m256i tq2_chunk(const uint8_t *b, int j) {
+    __m256i v = _mm256_srl_epi16(load256(b + 32 * (j / 4)), _mm_cvtsi32_si128(2 * (j % 4)));
+    return _mm256_and_si256(v, _mm256_set1_epi8(3));
+}
+
+/* Chunk j of a weight block: codes (unsigned, value/d + 1), or raw int8 for Q8_0. */
+INLINE __m256i w_chunk(int k, const uint8_t *b, int j) {
+    switch (k) {
+    case K_PTQ1: return ptq1_chunk(b, j);
+    case K_Q1: return q1_chunk(b, j);
+    case K_Q2: return crumb_chunk(b + 2 + 8 * j);
+    case K_Q8: return load256(b + 2);
+    case K_TQ1: return tq1_chunk(b, j);
+    case K_TQ2: return tq2_chunk(b, j);
+    default: return crumb_chunk(b + 2 + 8 * j);
+    }
+}
+
+INLINE __m256i a_chunk(int k, const uint8_t *qs) { return k == K_Q2 || k == K_PQ2 ? crumb_act(qs) : load256(qs); }
+
+/* ---- Q8_0-activation family (PTQ1_0, Q1_0, Q2_0, Q8_0): every 32 elements have their own
+ * activation scale, so each chunk's exact integer sum is scaled and added in float. */
+INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int nch = ki.nb / 32;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        __m256 dw[4];
+        UNROLL for (int r = 0; r < R; r++) dw[r] = _mm256_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
+        UNROLL for (int j = 0; j < nch; j++) {
+            __m256i av[4], ps[4];
+            __m256 da[4];
+            UNROLL for (int t = 0; t < T; t++) {
+                const uint8_t *y = a[t] + (i * nch + j) * sizeof(block_q8_0);
+                av[t] = a_chunk(k, y + 2);
+                da[t] = _mm256_set1_ps(h2f(y));
+                ps[t] = _mm256_maddubs_epi16(ones8, av[t]);
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256i c = w_chunk(k, w[r] + i * ki.bytes, j);
+                UNROLL for (int t = 0; t < T; t++) {
+                    __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(av[t], c))
+                                          : _mm256_sub_epi16(_mm256_maddubs_epi16(c, av[t]), ps[t]);
+                    p = _mm256_madd_epi16(p, ones16);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da[t]), acc[r][t]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = hsum(acc[r][t]);
+}
+
+/* ---- Q8_K-activation family (TQ1_0, TQ2_0: one weight block per Q8_K block; PQ2_0: two).
+ * One scale per weight block: int16 pair sums add up over the whole block (|sum| <= 8*768). */
+INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int nch = ki.nb / 32;
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
+        const int half = (int)(i * ki.nb % QK_K) / 128;
+        __m256i off[4], s16[4][4];
+        float da[4];
+        UNROLL for (int t = 0; t < T; t++) {
+            const block_q8_K *y = (const block_q8_K *)(a[t] + yoff);
+            da[t] = y->d;
+            off[t] = ki.nb == QK_K ? _mm256_madd_epi16(load256(y->bsums), ones16)
+                                   : _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half));
+        }
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s16[r][t] = _mm256_setzero_si256();
+        UNROLL for (int j = 0; j < nch; j++) {
+            __m256i av[4];
+            UNROLL for (int t = 0; t < T; t++) av[t] = a_chunk(k, a[t] + yoff + 4 + 128 * half + 32 * j);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256i c = w_chunk(k, w[r] + i * ki.bytes, j);
+                UNROLL for (int t = 0; t < T; t++) s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(c, av[t]));
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            float dw = h2f(w[r] + i * ki.bytes + ki.d_off);
+            UNROLL for (int t = 0; t < T; t++) {
+                __m256i p = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), off[t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * da[t]), acc[r][t]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = hsum(acc[r][t]);
+}
+
+/* ---- Tiling: rows and tokens past the end repeat the last one (computed, not stored). */
+
+typedef struct {
+    int64_t n;
+    const uint8_t *w;
+    size_t w_stride;
+    int64_t n_rows;
+    const uint8_t *act;
+    size_t act_stride;
+    int64_t n_tok;
+    float *out;
+    size_t out_stride;
+} mm_args;
+
+INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
+    const uint8_t *w[4], *a[4];
+    float res[16];
+    UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
+    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
+    else tile_q8_0(k, R, T, m->n, w, a, res);
+    for (int t = 0; t < T && t0 + t < m->n_tok; t++)
+        for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
+}
+
+INLINE void run(int k, const mm_args *m) {
+    int64_t t0 = 0;
+    for (; m->n_tok - t0 >= 2; t0 += PP_T)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
+    for (; t0 < m->n_tok; t0++)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += DEC_R) tile_at(k, DEC_R, 1, m, r0, t0);
+}
+
+#define MATMUL(name, kind)                                                                                \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
+                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
+        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                       \
+    }
+
+MATMUL(mm_ptq1_0, K_PTQ1)
+MATMUL(mm_q1_0, K_Q1)
+MATMUL(mm_q2_0, K_Q2)
+MATMUL(mm_q8_0, K_Q8)
+MATMUL(mm_tq1_0, K_TQ1)
+MATMUL(mm_tq2_0, K_TQ2)
+MATMUL(mm_pq2_0, K_PQ2)
+
+/* ---- F32, F16, BF16: f32 products summed in double, like the reference, 4 rows per pass. */
+
+enum { F_F32, F_F16, F_BF16 };
+
+INLINE __m256 f_load(int f, const uint8_t *p) {
+    if (f == F_F32) return _mm256_loadu_ps((const float *)p);
+    if (f == F_F16) return _mm256_cvtph_ps(load128(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+
+INLINE float f_one(int f, const uint8_t *p) {
+    if (f == F_F32) return ((const float *)p)[0];
+    return f == F_F16 ? h2f(p) : bf16_to_f32(rd_u16(p));
+}
+
+INLINE void f_rows4(int f, int64_t n, const uint8_t *const *w, const uint8_t *a, float *res) {
+    const int es = f == F_F32 ? 4 : 2;
+    __m256d acc[4][2];
+    UNROLL for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = f_load(f, a + i * es);
+        UNROLL for (int r = 0; r < 4; r++) {
+            __m256 p = _mm256_mul_ps(f_load(f, w[r] + i * es), x);
+            acc[r][0] = _mm256_add_pd(acc[r][0], _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+            acc[r][1] = _mm256_add_pd(acc[r][1], _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        }
+    }
+    UNROLL for (int r = 0; r < 4; r++) {
+        __m256d s = _mm256_add_pd(acc[r][0], acc[r][1]);
+        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+        double d = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+        for (int64_t e = i; e < n; e++) d += (double)(f_one(f, w[r] + e * es) * f_one(f, a + e * es));
+        res[r] = (float)d;
+    }
+}
+
+INLINE void run_float(int f, const mm_args *m) {
+    for (int64_t t = 0; t < m->n_tok; t++)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += 4) {
+            const uint8_t *w[4];
+            float res[4];
+            for (int r = 0; r < 4; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+            f_rows4(f, m->n, w, m->act + (size_t)t * m->act_stride, res);
+            for (int r = 0; r < 4 && r0 + r < m->n_rows; r++) m->out[(size_t)t * m->out_stride + (size_t)(r0 + r)] = res[r];
+        }
+}
+
+#define MATMUL_F(name, f)                                                                                 \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
+                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
+        run_float(f, &m);                                                                                 \
+    }
+
+MATMUL_F(mm_f32, F_F32)
+MATMUL_F(mm_f16, F_F16)
+MATMUL_F(mm_bf16, F_BF16)
+
+/* ---- Activation quantizers, bit-identical to the references in quants.c. */
+
+INLINE float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* rintf(clamp127(v)) as int8 for 32 floats: NaN -> 0, clamp, round to nearest even. */
+INLINE __m256i round_pack(const __m256 *v) {
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) {
+        __m256 x = _mm256_and_ps(v[k], _mm256_cmp_ps(v[k], v[k], _CMP_ORD_Q));
+        x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+INLINE int any_nan(const __m256 *v, int nv) {
+    __m256 u = _mm256_setzero_ps();
+    for (int k = 0; k < nv; k++) u = _mm256_or_ps(u, _mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+    return _mm256_movemask_ps(u) != 0;
+}
+
+/* Blocks holding a NaN go to the reference: its running max keeps a NaN only when last. */
+static void q8_0_act(const float *x, void *y, int64_t n) {
+    block_q8_0 *b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const float *xb = x + i * QK8_0;
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(xb + 8 * k);
+        if (any_nan(v, 4)) {
+            q8_0_quantize_act(xb, &b[i], QK8_0);
+            continue;
+        }
+        for (int k = 0; k < 4; k++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+        float amax = hmax(m), id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        b[i].d = f32_to_f16(amax / 127.0f);
+        for (int k = 0; k < 4; k++) v[k] = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+        _mm256_storeu_si256((__m256i *)b[i].qs, round_pack(v));
+    }
+}
+
+/* The scale comes from the first element of largest magnitude (NaN never is one). */
+static void q8_K_act(const float *x, void *y, int64_t n) {
+    block_q8_K *b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float *xb = x + i * QK_K;
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)), m);
+        float amax = hmax(m);
+        memset(&b[i], 0, sizeof b[i]);
+        if (amax == 0.0f) continue;
+        int at = 0;
+        while (!(fabsf(xb[at]) == amax)) at++;
+        float iscale = -127.0f / xb[at];
+        for (int k = 0; k < QK_K; k += 32) {
+            __m256 v[4];
+            for (int e = 0; e < 4; e++) v[e] = _mm256_mul_ps(_mm256_set1_ps(iscale), _mm256_loadu_ps(xb + k + 8 * e));
+            _mm256_storeu_si256((__m256i *)(b[i].qs + k), round_pack(v));
+        }
+        for (int g = 0; g < QK_K / 16; g++) {
+            __m256i s = _mm256_cvtepi8_epi16(load128(b[i].qs + 16 * g));
+            __m128i h = _mm_add_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            h = _mm_hadd_epi16(h, h);
+            h = _mm_hadd_epi16(h, h);
+            h = _mm_hadd_epi16(h, h);
+            b[i].bsums[g] = (int16_t)_mm_extract_epi16(h, 0);
+        }
+        b[i].d = 1.0f / iscale;
+    }
+}
+
+static void f16_act(const float *x, void *y, int64_t n) {
+    uint8_t *p = y;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        uint16_t h = f32_to_f16(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+/* Round to nearest even at bit 16; NaN keeps its top bits and is quieted (as f32_to_bf16). */
+static void bf16_act(const float *x, void *y, int64_t n) {
+    uint8_t *p = y;
+    int64_t i = 0;
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    for (; i + 16 <= n; i += 16) {
+        __m256i h[2];
+        for (int k = 0; k < 2; k++) {
+            __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i + 8 * k));
+            __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+            __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+            __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
+            h[k] = _mm256_blendv_epi8(r, q, nan);
+        }
+        __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xd8);
+        _mm256_storeu_si256((__m256i *)(p + 2 * i), v);
+    }
+    for (; i < n; i++) {
+        uint16_t h = f32_to_bf16(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+void kernels_avx2_init(kernel_set *s) {
+    s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
+    s->matmul[TYPE_PQ2_0] = mm_pq2_0;
+    s->matmul[TYPE_TQ2_0] = mm_tq2_0;
+    s->matmul[TYPE_TQ1_0] = mm_tq1_0;
+    s->matmul[TYPE_Q8_0] = mm_q8_0;
+    s->matmul[TYPE_Q1_0] = mm_q1_0;
+    s->matmul[TYPE_Q2_0] = mm_q2_0;
+    s->matmul[TYPE_F32] = mm_f32;
+    s->matmul[TYPE_F16] = mm_f16;
+    s->matmul[TYPE_BF16] = mm_bf16;
+    s->quantize_act[TYPE_Q8_0] = q8_0_act;
+    s->quantize_act[TYPE_Q8_K] = q8_K_act;
+    s->quantize_act[TYPE_F16] = f16_act;
+    s->quantize_act[TYPE_BF16] = bf16_act;
+}
+#endif

@@ -1,0 +1,256 @@
+/* kernels_avx512: matmul for x86-64 with AVX-512 F/BW/VL and VNNI (Cascade Lake, Ice Lake, Zen 4
+ * and later). Compiled with those flags alone; kernels.c calls kernels_avx512_init only on CPUs
+ * (and OSes) that have them, over a set already holding the AVX2 kernels, which it keeps for the
+ * types and quantizers it does not replace. Same scheme as kernels_avx2.c with 64 codes per step:
+ * vpdpbusd multiplies the unsigned codes (value/d + 1) with the int8 activations and accumulates
+ * into int32 lanes that start at minus the activation sums, so the +1 offset cancels exactly. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quants_impl.h"
+#include "util.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2 };
+enum { DEC_R = 4, PP_R = 4, PP_T = 3 };
+
+typedef struct { int nb, bytes, d_off; } kind_info;
+
+INLINE kind_info info(int k) {
+    switch (k) {
+    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
+    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
+    case K_Q2: return (kind_info){QK2_0, sizeof(block_q2_0), 0};
+    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
+    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
+    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
+    }
+}
+
+INLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
+INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
+INLINE __m512i bcast128(const void *p) { return _mm512_broadcast_i32x4(load128(p)); }
+INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(load256(p)); }
+INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
+INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
+
+/* Base-3 digit of every byte of x, picked per byte by p = 3^n: ((x*3^n mod 256)*3) >> 8, in
+ * 16-bit halves (there is no byte multiply). */
+INLINE __m512i trits(__m512i x, __m512i p) {
+    const __m512i hi = _mm512_set1_epi16((short)0xff00), three = _mm512_set1_epi16(3);
+    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));
+    __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8));
+    ev = _mm512_mulhi_epu16(ev, three);
+    od = _mm512_mulhi_epu16(od, three);
+    return _mm512_or_si512(ev, _mm512_slli_epi16(od, 8));
+}
+
+#define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+#define R8(v) v, v, v, v, v, v, v, v
+static const uint8_t ptq1_pow[2][64] = {
+    {R16(1), R16(3), R16(9), R16(27)},
+    {R16(81), R8(1), R8(3), R8(9), R8(27), R8(81), 1, 1, 3, 3, 9, 9, 27, 27},
+};
+/* Bytes 12..27 of a block per 128-bit lane -> lanes 1-2: qs[16..23] twice; lane 3: qs[16..23],
+ * then qh[h] for element 120+2n+h. Lane 0 is replaced by qs[0..15]. */
+static const uint8_t ptq1_tail[64] = {
+    R16(0),
+    4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+    4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+    4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13,
+};
+
+/* Codes 64p..64p+63 of a PTQ1_0 block. */
+INLINE __m512i ptq1_pair(const uint8_t *b, int p) {
+    __m512i lo = bcast128(b);
+    if (p == 0) return trits(lo, pattern(ptq1_pow[0]));
+    __m512i hi = _mm512_shuffle_epi8(bcast128(b + 12), load512(ptq1_tail));
+    return trits(_mm512_mask_blend_epi64(0x03, hi, lo), pattern(ptq1_pow[1]));
+}
+
+static const uint8_t tq1_pow[4][64] = {
+    {R16(1), R16(1), R16(3), R16(3)},
+    {R16(9), R16(9), R16(27), R16(27)},
+    {R16(81), R16(81), R16(1), R16(3)},
+    {R16(9), R16(27), R16(81), 1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27},
+};
+static const uint8_t tq1_qh[16] = {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15};
+
+/* Codes 64p..64p+63 of a TQ1_0 block (see tq1_chunk in kernels_avx2.c for the order). */
+INLINE __m512i tq1_pair(const uint8_t *b, int p) {
+    __m512i x;
+    if (p < 2) x = bcast256(b);
+    else if (p == 2) x = _mm512_inserti64x4(_mm512_castsi256_si512(load256(b)), _mm256_broadcastsi128_si256(load128(b + 32)), 1);
+    else x = _mm512_mask_blend_epi64(0xc0, bcast128(b + 32), _mm512_broadcast_i32x4(_mm_shuffle_epi8(load128(b + 36), load128(tq1_qh))));
+    return trits(x, pattern(tq1_pow[p]));
+}
+
+/* TQ2_0 pair p: planes 2(p%2) and 2(p%2)+1 of qs[32(p/2)..]. */
+INLINE __m512i tq2_pair(const uint8_t *b, int p) {
+    const int l = 2 * (p % 2);
+    __m512i sh = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi16((short)(2 * l)), _mm512_set1_epi16((short)(2 * l + 2)));
+    return _mm512_and_si512(_mm512_srlv_epi16(bcast256(b + 32 * (p / 2)), sh), _mm512_set1_epi8(3));
+}
+
+/* Q1_0: the 64 bits of qs[8p..8p+7] are a byte mask -> codes 2 or 0, natural order. */
+INLINE __m512i q1_pair(const uint8_t *b, int p) { return _mm512_maskz_mov_epi8((__mmask64)rd_u64(b + 2 + 8 * p), _mm512_set1_epi8(2)); }
+
+/* 2-bit codes of 16 bytes in plane order per 32 elements: byte 32c+8l+m holds element 32c+4m+l. */
+INLINE __m512i crumb_pair(const uint8_t *qs) {
+    __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1), _mm512_castsi128_si512(load128(qs)));
+    v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6));
+    return _mm512_and_si512(v, _mm512_set1_epi8(3));
+}
+
+/* 64 activations reordered to crumb_pair's plane order. */
+INLINE __m512i crumb_act(__m512i a) {
+    const __m512i by_plane = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    __m512i v = _mm512_shuffle_epi8(a, by_plane);
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), v);
+}
+
+INLINE __m512i w_pair(int k, const uint8_t *b, int p) {
+    switch (k) {
+    case K_PTQ1: return ptq1_pair(b, p);
+    case K_Q1: return q1_pair(b, p);
+    case K_Q2: return crumb_pair(b + 2);
+    case K_TQ1: return tq1_pair(b, p);
+    case K_TQ2: return tq2_pair(b, p);
+    default: return crumb_pair(b + 2 + 16 * p);
+    }
+}
+
+INLINE int crumbs(int k) { return k == K_Q2 || k == K_PQ2; }
+
+/* ---- Q8_0-activation family: each 64 codes span two activation blocks with their own scales. */
+INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int nch = ki.nb / 32;
+    const __m512i ones8 = _mm512_set1_epi8(1);
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        __m512 dw[4];
+        UNROLL for (int r = 0; r < R; r++) dw[r] = _mm512_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
+        UNROLL for (int p = 0; p < nch / 2; p++) {
+            __m512i av[4], neg[4];
+            __m512 da[4];
+            UNROLL for (int t = 0; t < T; t++) {
+                const uint8_t *y = a[t] + (i * nch + 2 * p) * sizeof(block_q8_0);
+                av[t] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y + 2)), load256(y + 36), 1);
+                if (crumbs(k)) av[t] = crumb_act(av[t]);
+                neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, av[t]));
+                da[t] = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(h2f(y)), _mm512_set1_ps(h2f(y + 34)));
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                __m512i c = w_pair(k, w[r] + i * ki.bytes, p);
+                UNROLL for (int t = 0; t < T; t++) {
+                    __m512i s = _mm512_dpbusd_epi32(neg[t], c, av[t]);
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], da[t]), acc[r][t]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* ---- Q8_K-activation family: one scale per weight block, int32 lanes start at -bsums. */
+INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int npair = ki.nb / 64;
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
+        const int half = (int)(i * ki.nb % QK_K) / 128;
+        __m512i neg[4], s[4][4];
+        float da[4];
+        UNROLL for (int t = 0; t < T; t++) {
+            const block_q8_K *y = (const block_q8_K *)(a[t] + yoff);
+            da[t] = y->d;
+            __m512i off = ki.nb == QK_K ? _mm512_cvtepi16_epi32(load256(y->bsums))
+                                        : _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half)), 0);
+            neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
+        }
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s[r][t] = neg[t];
+        UNROLL for (int p = 0; p < npair; p++) {
+            __m512i av[4];
+            UNROLL for (int t = 0; t < T; t++) {
+                av[t] = load512(a[t] + yoff + 4 + 128 * half + 64 * p);
+                if (crumbs(k)) av[t] = crumb_act(av[t]);
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                __m512i c = w_pair(k, w[r] + i * ki.bytes, p);
+                UNROLL for (int t = 0; t < T; t++) s[r][t] = _mm512_dpbusd_epi32(s[r][t], c, av[t]);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            float dw = h2f(w[r] + i * ki.bytes + ki.d_off);
+            UNROLL for (int t = 0; t < T; t++)
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][t]), _mm512_set1_ps(dw * da[t]), acc[r][t]);
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+/* ---- Tiling: rows and tokens past the end repeat the last one (computed, not stored). */
+
+typedef struct {
+    int64_t n;
+    const uint8_t *w;
+    size_t w_stride;
+    int64_t n_rows;
+    const uint8_t *act;
+    size_t act_stride;
+    int64_t n_tok;
+    float *out;
+    size_t out_stride;
+} mm_args;
+
+INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
+    const uint8_t *w[4], *a[4];
+    float res[16];
+    UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
+    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
+    else tile_q8_0(k, R, T, m->n, w, a, res);
+    for (int t = 0; t < T && t0 + t < m->n_tok; t++)
+        for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
+}
+
+INLINE void run(int k, const mm_args *m) {
+    int64_t t0 = 0;
+    for (; m->n_tok - t0 >= 2; t0 += PP_T)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
+    for (; t0 < m->n_tok; t0++)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += DEC_R) tile_at(k, DEC_R, 1, m, r0, t0);
+}
+
+#define MATMUL(name, kind)                                                                                \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
+                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
+        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                       \
+    }
+
+MATMUL(mm_ptq1_0, K_PTQ1)
+MATMUL(mm_q1_0, K_Q1)
+MATMUL(mm_q2_0, K_Q2)
+MATMUL(mm_tq1_0, K_TQ1)
+MATMUL(mm_tq2_0, K_TQ2)
+MATMUL(mm_pq2_0, K_PQ2)
+
+void kernels_avx512_init(kernel_set *s) {
+    s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
+    s->matmul[TYPE_PQ2_0] = mm_pq2_0;
+    s->matmul[TYPE_TQ2_0] = mm_tq2_0;
+    s->matmul[TYPE_TQ1_0] = mm_tq1_0;
+    s->matmul[TYPE_Q1_0] = mm_q1_0;
+    s->matmul[TYPE_Q2_0] = mm_q2_0;
+}
+#endif

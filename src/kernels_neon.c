@@ -1,0 +1,228 @@
+/* kernels_neon: matmul for aarch64 with the dot-product extension (armv8.2-a+dotprod, vdotq_s32).
+ * Compiled with that flag alone and only for aarch64; kernels.c calls kernels_neon_init only when
+ * the CPU reports ASIMDDP. Weights decode to signed values (-1, 0, +1, or int8 for Q8_0) in
+ * vectors of 16, so sdot needs no offset correction. PQ2_0 keeps its 4-per-byte codes as bit
+ * planes and de-interleaves the activations to match (vld4q). Q2_0 and the float types stay scalar. */
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quants_impl.h"
+#include "util.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+enum { K_PTQ1, K_Q1, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
+enum { DEC_R = 4, PP_R = 2, PP_T = 4 };
+
+typedef struct { int nb, bytes, d_off; } kind_info;
+
+INLINE kind_info info(int k) {
+    switch (k) {
+    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
+    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
+    case K_Q8: return (kind_info){QK8_0, sizeof(block_q8_0), 0};
+    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
+    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
+    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
+    }
+}
+
+INLINE float h2f(const uint8_t *p) { return f16_to_f32(rd_u16(p)); }
+
+/* Trit value - 1 of every byte of x, digit picked per byte by p = 3^n: u = x*3^n mod 256, then
+ * digit = (u >= 86) + (u >= 171), the same as ((u*3) >> 8). */
+INLINE int8x16_t trits(uint8x16_t x, uint8x16_t p) {
+    uint8x16_t u = vmulq_u8(x, p);
+    int8x16_t ge1 = vreinterpretq_s8_u8(vcgeq_u8(u, vdupq_n_u8(86)));
+    int8x16_t ge2 = vreinterpretq_s8_u8(vcgeq_u8(u, vdupq_n_u8(171)));
+    return vsubq_s8(vsubq_s8(vdupq_n_s8(-1), ge1), ge2);
+}
+
+static const uint8_t ptq1_pow[3][16] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3},
+    {9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27},
+    {81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27},
+};
+/* Bytes 12..27 of a block -> qs[16..23] twice, or qs[16..23] then qh[h] for element 120+2n+h. */
+static const uint8_t ptq1_idx[2][16] = {{4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11},
+                                        {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13}};
+
+/* Values 16e..16e+15 of a PTQ1_0 block (element order of bonsai2-contract §1.6). */
+INLINE int8x16_t ptq1_vec(const uint8_t *b, int e) {
+    static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+    if (e < 5) return trits(vld1q_u8(b), vdupq_n_u8(p3[e]));
+    uint8x16_t x = vqtbl1q_u8(vld1q_u8(b + 12), vld1q_u8(ptq1_idx[e == 7]));
+    return trits(x, vld1q_u8(ptq1_pow[e - 5]));
+}
+
+static const uint8_t tq1_qh_idx[16] = {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15};
+static const uint8_t tq1_qh_pow[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+
+/* Values 16e..16e+15 of a TQ1_0 block: elements 32n+m of qs[0..31], 160+16n+m of qs[32..47],
+ * 240+4n+h of qh. */
+INLINE int8x16_t tq1_vec(const uint8_t *b, int e) {
+    static const uint8_t p3[5] = {1, 3, 9, 27, 81};
+    if (e < 10) return trits(vld1q_u8(b + 16 * (e % 2)), vdupq_n_u8(p3[e / 2]));
+    if (e < 15) return trits(vld1q_u8(b + 32), vdupq_n_u8(p3[e - 10]));
+    return trits(vqtbl1q_u8(vld1q_u8(b + 36), vld1q_u8(tq1_qh_idx)), vld1q_u8(tq1_qh_pow));
+}
+
+/* TQ2_0: element 128c+32l+m = bits 2l of qs[32c+m]. */
+INLINE int8x16_t tq2_vec(const uint8_t *b, int e) {
+    uint8x16_t x = vld1q_u8(b + 32 * (e / 8) + 16 * (e % 2));
+    x = vandq_u8(vshlq_u8(x, vdupq_n_s8((int8_t)(-2 * ((e % 8) / 2)))), vdupq_n_u8(3));
+    return vsubq_s8(vreinterpretq_s8_u8(x), vdupq_n_s8(1));
+}
+
+/* Q1_0: bit j%8 of qs[j/8] set -> +1, clear -> -1. */
+INLINE int8x16_t q1_vec(const uint8_t *b, int e) {
+    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint8x16_t x = vcombine_u8(vdup_n_u8(b[2 + 2 * e]), vdup_n_u8(b[3 + 2 * e]));
+    uint8x16_t set = vtstq_u8(x, vld1q_u8(bits));
+    return vsubq_s8(vreinterpretq_s8_u8(vandq_u8(set, vdupq_n_u8(2))), vdupq_n_s8(1));
+}
+
+/* PQ2_0 plane e%4 of qs[16(e/4)..]: element 64g+4m+l (matches vld4q on the activations). */
+INLINE int8x16_t pq2_vec(const uint8_t *b, int e) {
+    uint8x16_t x = vld1q_u8(b + 2 + 16 * (e / 4));
+    x = vandq_u8(vshlq_u8(x, vdupq_n_s8((int8_t)(-2 * (e % 4)))), vdupq_n_u8(3));
+    return vsubq_s8(vreinterpretq_s8_u8(x), vdupq_n_s8(1));
+}
+
+INLINE int8x16_t w_vec(int k, const uint8_t *b, int e) {
+    switch (k) {
+    case K_PTQ1: return ptq1_vec(b, e);
+    case K_Q1: return q1_vec(b, e);
+    case K_Q8: return vld1q_s8((const int8_t *)b + 2 + 16 * e);
+    case K_TQ1: return tq1_vec(b, e);
+    case K_TQ2: return tq2_vec(b, e);
+    default: return pq2_vec(b, e);
+    }
+}
+
+/* Activations for w_vec(k, ., e), e counted from qs. */
+INLINE int8x16_t a_vec(int k, const int8_t *qs, int e) {
+    if (k == K_PQ2) return vld4q_s8(qs + 64 * (e / 4)).val[e % 4];
+    return vld1q_s8(qs + 16 * e);
+}
+
+/* ---- Q8_0-activation family: each 32 values have their own activation scale. */
+INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int nch = ki.nb / 32;
+    float32x4_t acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        float dw[4];
+        UNROLL for (int r = 0; r < R; r++) dw[r] = h2f(w[r] + i * ki.bytes + ki.d_off);
+        UNROLL for (int j = 0; j < nch; j++) {
+            int8x16_t a0[4], a1[4];
+            float da[4];
+            UNROLL for (int t = 0; t < T; t++) {
+                const uint8_t *y = a[t] + (i * nch + j) * sizeof(block_q8_0);
+                a0[t] = vld1q_s8((const int8_t *)y + 2);
+                a1[t] = vld1q_s8((const int8_t *)y + 18);
+                da[t] = h2f(y);
+            }
+            UNROLL for (int r = 0; r < R; r++) {
+                const uint8_t *b = w[r] + i * ki.bytes;
+                int8x16_t w0 = w_vec(k, b, 2 * j), w1 = w_vec(k, b, 2 * j + 1);
+                UNROLL for (int t = 0; t < T; t++) {
+                    int32x4_t s = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0[t]), w1, a1[t]);
+                    acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(s), dw[r] * da[t]);
+                }
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = vaddvq_f32(acc[r][t]);
+}
+
+/* ---- Q8_K-activation family: one scale per weight block, exact int32 lanes per block. */
+INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const kind_info ki = info(k);
+    const int nvec = ki.nb / 16;
+    float32x4_t acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < n / ki.nb; i++) {
+        const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
+        const int half = (int)(i * ki.nb % QK_K) / 128;
+        int32x4_t s[4][4];
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s[r][t] = vdupq_n_s32(0);
+        UNROLL for (int e = 0; e < nvec; e++) {
+            int8x16_t av[4];
+            UNROLL for (int t = 0; t < T; t++) av[t] = a_vec(k, ((const block_q8_K *)(a[t] + yoff))->qs + 128 * half, e);
+            UNROLL for (int r = 0; r < R; r++) {
+                int8x16_t c = w_vec(k, w[r] + i * ki.bytes, e);
+                UNROLL for (int t = 0; t < T; t++) s[r][t] = vdotq_s32(s[r][t], c, av[t]);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            float dw = h2f(w[r] + i * ki.bytes + ki.d_off);
+            UNROLL for (int t = 0; t < T; t++) {
+                float da = ((const block_q8_K *)(a[t] + yoff))->d;
+                acc[r][t] = vfmaq_n_f32(acc[r][t], vcvtq_f32_s32(s[r][t]), dw * da);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = vaddvq_f32(acc[r][t]);
+}
+
+/* ---- Tiling: rows and tokens past the end repeat the last one (computed, not stored). */
+
+typedef struct {
+    int64_t n;
+    const uint8_t *w;
+    size_t w_stride;
+    int64_t n_rows;
+    const uint8_t *act;
+    size_t act_stride;
+    int64_t n_tok;
+    float *out;
+    size_t out_stride;
+} mm_args;
+
+INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
+    const uint8_t *w[4], *a[4];
+    float res[16];
+    UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
+    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
+    else tile_q8_0(k, R, T, m->n, w, a, res);
+    for (int t = 0; t < T && t0 + t < m->n_tok; t++)
+        for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
+}
+
+INLINE void run(int k, const mm_args *m) {
+    int64_t t0 = 0;
+    for (; m->n_tok - t0 >= 2; t0 += PP_T)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
+    for (; t0 < m->n_tok; t0++)
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += DEC_R) tile_at(k, DEC_R, 1, m, r0, t0);
+}
+
+#define MATMUL(name, kind)                                                                                \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
+                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
+        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                       \
+    }
+
+MATMUL(mm_ptq1_0, K_PTQ1)
+MATMUL(mm_q1_0, K_Q1)
+MATMUL(mm_q8_0, K_Q8)
+MATMUL(mm_tq1_0, K_TQ1)
+MATMUL(mm_tq2_0, K_TQ2)
+MATMUL(mm_pq2_0, K_PQ2)
+
+void kernels_neon_init(kernel_set *s) {
+    s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
+    s->matmul[TYPE_PQ2_0] = mm_pq2_0;
+    s->matmul[TYPE_TQ2_0] = mm_tq2_0;
+    s->matmul[TYPE_TQ1_0] = mm_tq1_0;
+    s->matmul[TYPE_Q8_0] = mm_q8_0;
+    s->matmul[TYPE_Q1_0] = mm_q1_0;
+}
+#endif

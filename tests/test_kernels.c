@@ -1,0 +1,286 @@
+/* kernels: every variant this CPU runs against the scalar set (loops over the reference
+ * T_vec_dot) for every weight type, on random, hostile and edge data, every row length from one
+ * unit up, ragged tiles and padded, unaligned strides; activation quantizers bit for bit.
+ * Bound: |kernel - reference| <= 1e-5 * sum_i |w_i * a_i| (dequantized terms, in double) per
+ * output. Integer sums are exact in every kernel, so only the float combination of block sums
+ * can differ; the reference itself adds them in one sequential f32 sum. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quants.h"
+#include "quants_impl.h"
+#include "test.h"
+#include "types.h"
+#include "util.h"
+
+#define BOUND 1e-5
+
+static const uint32_t mm_types[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_Q8_0,
+                                    TYPE_Q1_0,   TYPE_Q2_0,  TYPE_F16,   TYPE_BF16,  TYPE_F32};
+#define NTYPES (sizeof mm_types / sizeof mm_types[0])
+static const char *const variants[] = {"avx2", "avx512", "neon"};
+#define NVARIANTS (sizeof variants / sizeof variants[0])
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float frand(void) { return (float)rnd() / 2147483648.0f - 1.0f; } /* [-1, 1) */
+
+/* Weight data: floats through the reference quantizer, or raw bytes (every code, PQ2_0's +2d,
+ * any base-3 byte) with finite scales. */
+enum { W_RANDOM, W_RAW, W_ZERO, W_PLUS, W_MINUS, W_HUGE, W_TINY, W_RAW_D0, W_MODES };
+/* Activation data, through the reference activation quantizer. */
+enum { A_RANDOM, A_ZERO, A_MAX, A_WIDE, A_MODES };
+
+/* Smallest row length valid for the type (weight and activation blocks). */
+static int64_t unit_of(uint32_t t) {
+    const type_traits *w = type_get(t), *a = type_get((uint32_t)w->vec_dot_type);
+    return w->blck > a->blck ? w->blck : a->blck;
+}
+
+/* Byte offset of the f16 scale in a block, -1 for float types. */
+static int d_offset(uint32_t t) {
+    switch (t) {
+    case TYPE_PTQ1_0: return 26;
+    case TYPE_TQ1_0: return 52;
+    case TYPE_TQ2_0: return 64;
+    case TYPE_Q8_0: case TYPE_Q1_0: case TYPE_Q2_0: case TYPE_PQ2_0: return 0;
+    default: return -1;
+    }
+}
+
+static void gen_floats(float *x, int64_t n, int mode) {
+    for (int64_t i = 0; i < n; i++) {
+        float scale = 1.0f;
+        if (mode == W_RANDOM || mode == A_WIDE + 100) scale = powf(10.0f, (float)(rnd() % 7) - 3.0f);
+        switch (mode) {
+        case W_ZERO: x[i] = 0.0f; break;
+        case W_PLUS: x[i] = 1.0f; break;
+        case W_MINUS: x[i] = -1.0f; break;
+        case W_HUGE: x[i] = 65504.0f * (rnd() % 3 == 0 ? 1.0f : frand()); break;
+        case W_TINY: x[i] = 6e-8f * (rnd() % 3 == 0 ? 1.0f : frand()); break;
+        default: x[i] = frand() * scale;
+        }
+    }
+}
+
+/* Raw row bytes: random, int8 kept in -127..127, scales random finite f16 (or 0). */
+static void raw_row(uint32_t t, uint8_t *row, int64_t n, int d_zero) {
+    const type_traits *tt = type_get(t);
+    int64_t nb = n / tt->blck;
+    for (size_t i = 0; i < (size_t)nb * tt->size; i++) row[i] = (uint8_t)rnd();
+    if (t == TYPE_Q8_0)
+        for (int64_t b = 0; b < nb; b++)
+            for (int j = 0; j < 32; j++)
+                if (row[b * 34 + 2 + j] == 0x80) row[b * 34 + 2 + j] = 0x81;
+    int off = d_offset(t);
+    for (int64_t b = 0; b < nb && off >= 0; b++) {
+        uint16_t h = d_zero && rnd() % 2 ? 0 : f32_to_f16(frand() * powf(2.0f, (float)(rnd() % 30) - 20.0f));
+        memcpy(row + b * tt->size + off, &h, 2);
+    }
+}
+
+static void make_weights(uint32_t t, uint8_t *w, size_t stride, int64_t n, int64_t rows, int mode, float *tmp) {
+    const type_traits *tt = type_get(t);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = w + (size_t)r * stride;
+        if ((mode == W_RAW || mode == W_RAW_D0) && tt->size > 4) {
+            raw_row(t, row, n, mode == W_RAW_D0);
+            continue;
+        }
+        gen_floats(tmp, n, mode == W_RAW || mode == W_RAW_D0 ? W_RANDOM : mode);
+        tt->quantize(tmp, row, n);
+    }
+}
+
+static void make_acts(uint32_t at, uint8_t *a, size_t stride, int64_t n, int64_t toks, int mode, float *tmp) {
+    const type_traits *tt = type_get(at);
+    for (int64_t t = 0; t < toks; t++) {
+        for (int64_t i = 0; i < n; i++) {
+            switch (mode) {
+            case A_ZERO: tmp[i] = 0.0f; break;
+            case A_MAX: tmp[i] = (i % 2 ? -3e4f : 3e4f); break;
+            case A_WIDE: tmp[i] = frand() * powf(10.0f, (float)(rnd() % 13) - 6.0f); break;
+            default: tmp[i] = frand();
+            }
+        }
+        tt->quantize_act(tmp, a + (size_t)t * stride, n);
+    }
+}
+
+static double worst_seen;
+
+/* Sum of |w_i * a_i| over the dequantized rows. */
+static double abs_terms(uint32_t t, const uint8_t *w, const uint8_t *a, int64_t n, float *fw, float *fa) {
+    const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
+    tt->to_float(w, fw, n);
+    at->to_float(a, fa, n);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)fw[i] * fa[i]);
+    return s;
+}
+
+/* One matmul case against every other variant; pad adds bytes to the strides and misaligns. */
+static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wmode, int amode, int pad) {
+    const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
+    size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
+    size_t ws = wrow + (size_t)(pad ? 7 : 0), as = arow + (size_t)(pad ? 5 : 0), os = (size_t)rows + (pad ? 3 : 0);
+    size_t wbytes = (size_t)(rows - 1) * ws + wrow + 1, abytes = (size_t)(toks - 1) * as + arow + 1;
+    uint8_t *wbuf = malloc(wbytes), *abuf = malloc(abytes);
+    float *tmp = malloc((size_t)n * 2 * sizeof(float)), *ref = calloc((size_t)toks * os, sizeof(float)),
+          *got = calloc((size_t)toks * os, sizeof(float));
+    REQUIRE(wbuf && abuf && tmp && ref && got);
+    uint8_t *w = wbuf + (pad ? 1 : 0), *a = abuf + (pad ? 1 : 0);
+    make_weights(t, w, ws, n, rows, wmode, tmp);
+    make_acts((uint32_t)tt->vec_dot_type, a, as, n, toks, amode, tmp);
+    kernels_variant("scalar")->matmul[t](n, w, ws, rows, a, as, toks, ref, os);
+    for (size_t v = 0; v < NVARIANTS; v++) {
+        const kernel_set *ks = kernels_variant(variants[v]);
+        if (!ks) continue;
+        for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
+        ks->matmul[t](n, w, ws, rows, a, as, toks, got, os);
+        int bad = 0;
+        for (int64_t tk = 0; tk < toks && !bad; tk++)
+            for (int64_t r = 0; r < (int64_t)os && !bad; r++) {
+                float g = got[(size_t)tk * os + (size_t)r], e = ref[(size_t)tk * os + (size_t)r];
+                if (r >= rows) {
+                    CHECKF(g == -12345.0f, "%s %s wrote past n_rows", ks->name, tt->name);
+                    bad = g != -12345.0f;
+                    continue;
+                }
+                if (!isfinite(e)) { /* f16 activations can overflow to inf: same inf, or NaN */
+                    CHECKF(g == e || (isnan(g) && isnan(e)), "%s %s: %g vs ref %g", ks->name, tt->name, g, e);
+                    continue;
+                }
+                double s = abs_terms(t, w + (size_t)r * ws, a + (size_t)tk * as, n, tmp, tmp + n);
+                double diff = fabs((double)g - (double)e);
+                if (s > 0 && diff / s > worst_seen) worst_seen = diff / s;
+                if (!(diff <= BOUND * s)) {
+                    test_failed(__FILE__, __LINE__, "%s %s n=%lld rows=%lld toks=%lld w%d a%d pad%d [t%lld r%lld]: %.9g vs ref %.9g (sum|terms| %.3g)",
+                                ks->name, tt->name, (long long)n, (long long)rows, (long long)toks, wmode, amode, pad,
+                                (long long)tk, (long long)r, g, e, s);
+                    bad = 1;
+                }
+            }
+    }
+    (void)at;
+    free(wbuf), free(abuf), free(tmp), free(ref), free(got);
+}
+
+static void variants_resolve(void) {
+    const kernel_set *sc = kernels_variant("scalar");
+    REQUIRE(sc && strcmp(sc->name, "scalar") == 0);
+    CHECK(kernels_variant("bogus") == NULL);
+    CHECK(kernels_select("scalar") == sc);
+    const kernel_set *best = kernels_select(NULL);
+    CHECK(kernels_select("") == best);
+    CHECK(kernels_select("bogus") == best); /* with a note on stderr */
+    CHECK(kernels_get() == kernels_select(getenv("TRIT_CPU")));
+    for (size_t v = 0; v < NVARIANTS; v++) {
+        const kernel_set *ks = kernels_variant(variants[v]);
+        printf("    variant %-7s %s\n", variants[v], ks ? "runs here" : "not available");
+        if (!ks) {
+            CHECK(kernels_select(variants[v]) == best);
+            continue;
+        }
+        CHECK(strcmp(ks->name, variants[v]) == 0);
+        CHECK(kernels_select(variants[v]) == ks);
+    }
+    const kernel_set *all[NVARIANTS + 1] = {sc};
+    for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
+    for (size_t v = 0; v <= NVARIANTS; v++) {
+        if (!all[v]) continue;
+        for (size_t i = 0; i < NTYPES; i++) CHECKF(all[v]->matmul[mm_types[i]], "%s lacks %s", all[v]->name, type_name(mm_types[i]));
+        const uint32_t acts[] = {TYPE_Q8_0, TYPE_Q8_K, TYPE_F16, TYPE_BF16, TYPE_F32};
+        for (size_t i = 0; i < 5; i++) CHECK(all[v]->quantize_act[acts[i]] != NULL);
+    }
+}
+
+/* Every row length from one unit to 40 units, then the large ones. */
+static void matmul_lengths(void) {
+    for (size_t i = 0; i < NTYPES; i++) {
+        int64_t u = unit_of(mm_types[i]);
+        for (int64_t k = 1; k <= 40; k++) check_case(mm_types[i], k * u, 5, k % 3 + 1, W_RANDOM, A_RANDOM, (int)(k % 2));
+        const int64_t big[] = {4096, 16384, 16384 + u, 20480};
+        for (size_t b = 0; b < 4; b++) check_case(mm_types[i], big[b] / u * u, 5, 2, W_RAW, A_RANDOM, 1);
+    }
+    printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
+}
+
+/* Ragged tiles: every n_rows and n_tok in 1..9, contiguous and padded. */
+static void matmul_shapes(void) {
+    for (size_t i = 0; i < NTYPES; i++) {
+        int64_t n = unit_of(mm_types[i]) * 3;
+        for (int64_t rows = 1; rows <= 9; rows++)
+            for (int64_t toks = 1; toks <= 9; toks++) check_case(mm_types[i], n, rows, toks, W_RAW, A_RANDOM, (int)((rows + toks) % 2));
+    }
+}
+
+/* Zero blocks, d = 0, extreme scales, all +1 / all -1, saturated activations. */
+static void matmul_edges(void) {
+    for (size_t i = 0; i < NTYPES; i++) {
+        int64_t n = unit_of(mm_types[i]) * 4;
+        for (int wm = 0; wm < W_MODES; wm++)
+            for (int am = 0; am < A_MODES; am++) check_case(mm_types[i], n, 6, 5, wm, am, 1);
+    }
+    printf("    worst |diff| / sum|terms|: %.3g (bound %g)\n", worst_seen, BOUND);
+}
+
+/* Activation quantizers: every variant's output equals the reference byte for byte, on random
+ * rows, round-half ties, zeros, signed zeros, subnormals, infinities and NaNs. */
+static void quantize_act_bitexact(void) {
+    const uint32_t acts[] = {TYPE_Q8_0, TYPE_Q8_K, TYPE_F16, TYPE_BF16, TYPE_F32};
+    const int64_t n = 4096;
+    float *x = malloc(n * sizeof(float));
+    uint8_t *ref = malloc(n * 4 + 64), *got = malloc(n * 4 + 64);
+    REQUIRE(x && ref && got);
+    for (int mode = 0; mode < 6; mode++) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t bits = rnd() ^ (rnd() << 16);
+            switch (mode) {
+            case 0: x[i] = frand(); break;
+            case 1: x[i] = (float)((int)(rnd() % 255) - 127) + 0.5f; break; /* ties once scaled by 1 */
+            case 2: memcpy(&x[i], &bits, 4); break;                         /* any bit pattern */
+            case 3: x[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? INFINITY : i % 83 == 0 ? -INFINITY : frand() * 1e-40f; break;
+            case 4: x[i] = i % 3 ? 0.0f : -0.0f; break;
+            default: x[i] = (i % 256 == 255) ? NAN : frand() * 1e30f; break;
+            }
+        }
+        if (mode == 1)
+            for (int64_t b = 0; b < n; b += 32) x[b] = 127.0f; /* amax 127: id = 1, halves stay ties */
+        for (size_t k = 0; k < 5; k++) {
+            const type_traits *at = type_get(acts[k]);
+            size_t bytes = (size_t)type_row_bytes(acts[k], n);
+            at->quantize_act(x, ref, n);
+            for (size_t v = 0; v < NVARIANTS; v++) {
+                const kernel_set *ks = kernels_variant(variants[v]);
+                if (!ks) continue;
+                for (int64_t len = n; len >= at->blck; len = len == n ? 7 * at->blck : len == 7 * at->blck ? at->blck : 0) {
+                    size_t lb = (size_t)type_row_bytes(acts[k], len);
+                    memset(got, 0xa5, bytes + 64);
+                    ks->quantize_act[acts[k]](x, got, len);
+                    at->quantize_act(x, ref, len);
+                    CHECKF(memcmp(got, ref, lb) == 0, "%s %s mode %d len %lld differs", ks->name, at->name, mode, (long long)len);
+                    CHECKF(got[lb] == 0xa5, "%s %s wrote past the row", ks->name, at->name);
+                    if (len == 0) break;
+                }
+            }
+        }
+    }
+    free(x), free(ref), free(got);
+}
+
+const test_case kernels_tests[] = {
+    {"variants_resolve", variants_resolve},
+    {"matmul_lengths", matmul_lengths},
+    {"matmul_shapes", matmul_shapes},
+    {"matmul_edges", matmul_edges},
+    {"quantize_act_bitexact", quantize_act_bitexact},
+    {0},
+};
