@@ -26,7 +26,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz clean help arm-test bench-kernels
+.PHONY: all test asan fuzz clean help bench bench-kernels arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -46,6 +46,7 @@ $(BUILD)/%.o: %.c
 
 # the build line of trit bench names the commit
 $(BUILD)/cli/bench.o: CFLAGS += -DTRIT_BUILD_COMMIT='"$(COMMIT)"'
+$(BUILD)/cli/bench.o: $(wildcard .git/HEAD .git/refs/heads/main)
 
 $(BUILD)/libtrit.a: $(LIB_OBJ)
 	@rm -f $@
@@ -97,6 +98,13 @@ bench-kernels: $(BUILD)/kernels-bench
 $(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
+	$(CC) $(OPT) -o $@ $^ -lpthread
+
+# trit vs llama.cpp on synthesised models of real shapes (minutes to an hour; see bench/compare.sh)
+bench: all $(BUILD)/bandwidth
+	bench/compare.sh
+
 clean:
 	rm -rf build
 
@@ -107,6 +115,7 @@ help:
 	@echo "make fuzz       fuzz the GGUF reader for FUZZ_SECONDS (default 60)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
+	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

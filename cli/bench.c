@@ -171,11 +171,12 @@ static json_t *to_json(const result *r) {
         json_array_append_new(ns, json_integer((json_int_t)r->samples_ns[i]));
         json_array_append_new(ts, json_real((r->n_prompt + r->n_gen) * 1e9 / r->samples_ns[i]));
     }
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:i, s:i, s:i, "
-                     "s:s, s:I, s:I, s:f, s:f, s:o, s:o}",
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:i, s:i, "
+                     "s:i, s:s, s:I, s:I, s:f, s:f, s:o, s:o}",
                      "build_commit", TRIT_BUILD_COMMIT, "build_number", 0, "cpu_info", cpu_info(), "gpu_info", "",
                      "backends", backends, "model_filename", r->file, "model_type", label,
                      "model_size", (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
+                     "model_bytes_per_token", (json_int_t)r->info.n_bytes_token,
                      "n_batch", 512, "n_ubatch", 512, "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16",
                      "type_v", r->kv_f32 ? "f32" : "f16", "n_gpu_layers", 0, "flash_attn", !r->kv_f32,
                      "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time", when,

@@ -38,6 +38,7 @@ typedef struct {
     const char *ftype;    /* type name of the bulk of the weights, e.g. "PTQ1_0" */
     uint64_t n_params;    /* elements of every tensor */
     uint64_t n_bytes;     /* bytes of every tensor */
+    uint64_t n_bytes_token; /* bytes a decoded token reads: every tensor but an untied embedding table */
     int n_layer, n_embd, n_vocab;
     int rotated;          /* the file declares a Hadamard rotation contract */
 } trit_model_info;

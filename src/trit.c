@@ -66,6 +66,8 @@ trit_model_info trit_model_get_info(const trit_model *tm) {
         info.n_bytes += t->size;
         if (t->n_dims == 2 && t->type < TYPE_COUNT) by_type[t->type] += t->size;
     }
+    info.n_bytes_token = info.n_bytes;
+    if (m->output.data != m->tok_embd.data) info.n_bytes_token -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n_out;
     uint32_t best = 0;
     for (uint32_t t = 1; t < TYPE_COUNT; t++)
         if (by_type[t] > by_type[best]) best = t;
