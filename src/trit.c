@@ -112,3 +112,8 @@ int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logi
     }
     return 0;
 }
+
+const char *trit_model_chat_template(const trit_model *m) {
+    const char *t = NULL;
+    return gguf_get_str(m->m->file, "tokenizer.chat_template", &t, NULL) == 1 ? t : NULL;
+}

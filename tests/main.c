@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define SUITES(X) X(util) X(gguf) X(types) X(tokenizer) X(sampler) X(model) X(cli)
+#define SUITES(X) X(util) X(gguf) X(types) X(tokenizer) X(sampler) X(model) X(chat) X(cli)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)
 

@@ -1,0 +1,305 @@
+/* Chat tests: templates rendered byte for byte as Python's Jinja2 renders them (fixtures from
+ * tests/data/chat/gen.py), the ChatML fallback, errors and safety bounds, the <think> splitter. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat.h"
+#include "gguf.h"
+#include "jinja.h"
+#include "test.h"
+
+#define MAX_MSGS 16
+
+static json_t *load_json(const char *path) {
+    json_error_t je;
+    json_t *js = json_load_file(path, 0, &je);
+    if (!js) test_failed(__FILE__, __LINE__, "%s: %s (line %d)", path, je.text, je.line);
+    return js;
+}
+
+/* A fixture case's messages as trit_chat_message (pointing into the JSON). */
+static int case_messages(json_t *c, trit_chat_message *m) {
+    json_t *arr = json_object_get(c, "messages");
+    size_t n = json_array_size(arr);
+    if (n > MAX_MSGS) return -1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(arr, i);
+        m[i].role = json_string_value(json_object_get(x, "role"));
+        m[i].content = json_string_value(json_object_get(x, "content"));
+        m[i].reasoning_content = json_string_value(json_object_get(x, "reasoning_content"));
+    }
+    return (int)n;
+}
+
+/* Renders every case of a fixture with tmpl (or the built-in chatml when tmpl is NULL). */
+static void check_fixture(const char *fixture, const char *tmpl) {
+    json_t *js = load_json(fixture);
+    if (!js) return;
+    json_t *cases = json_object_get(js, "cases");
+    CHECK(json_array_size(cases) > 0);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        trit_chat_message m[MAX_MSGS];
+        int n = case_messages(c, m);
+        char err[512];
+        char *got = trit_chat_render(tmpl, m, n, json_is_true(json_object_get(c, "add_generation_prompt")),
+                                     json_is_true(json_object_get(c, "enable_thinking")), err, sizeof err);
+        const char *want = json_string_value(json_object_get(c, "expected"));
+        const char *name = json_string_value(json_object_get(c, "name"));
+        CHECKF(got && !err[0], "%s %s: %s", fixture, name, err);
+        CHECKF(got && want && !strcmp(got, want), "%s %s (%s):\ngot:\n%s\nwant:\n%s", fixture, name,
+               tmpl ? "jinja" : "chatml", got ? got : "", want ? want : "");
+        free(got);
+    }
+    json_decref(js);
+}
+
+static char *qwen3_template(void) {
+    json_t *cfg = load_json(shared_path("data/tokenizers/qwen3/tokenizer_config.json"));
+    const char *t = json_string_value(json_object_get(cfg, "chat_template"));
+    char *copy = t ? strdup(t) : NULL;
+    json_decref(cfg);
+    return copy;
+}
+
+static void test_qwen3_template(void) {
+    char *t = qwen3_template();
+    REQUIRE(t);
+    check_fixture("tests/data/chat/qwen3.json", t);
+    free(t);
+}
+
+/* The built-in renderer agrees with Qwen3's own template on every conversation. */
+static void test_chatml_matches_qwen3(void) {
+    check_fixture("tests/data/chat/qwen3.json", NULL);
+    check_fixture("tests/data/chat/qwen3.json", "chatml");
+}
+
+/* The template stored in a real GGUF, read through the GGUF reader. */
+static void test_gguf_template(void) {
+    trit_err e = {{0}};
+    gguf_file *f = gguf_open(shared_path("data/vocab/ggml-vocab-qwen35.gguf"), 1, &e);
+    REQUIREF(f, "%s", e.msg);
+    const char *t = NULL;
+    CHECK(gguf_get_str(f, "tokenizer.chat_template", &t, &e) == 1);
+    if (t) check_fixture("tests/data/chat/vocab.json", t);
+    gguf_close(f);
+}
+
+/* One small template per feature, against Jinja2's rendering of the same variables. */
+static void test_jinja_features(void) {
+    json_t *js = load_json("tests/data/chat/jinja.json");
+    REQUIRE(js);
+    CHECK(json_array_size(js) >= 30);
+    for (size_t i = 0; i < json_array_size(js); i++) {
+        json_t *c = json_array_get(js, i);
+        const char *src = json_string_value(json_object_get(c, "template"));
+        const char *want = json_string_value(json_object_get(c, "expected"));
+        trit_err e = {{0}};
+        jinja_status st;
+        size_t len = 0;
+        char *got = jinja_render(src, strlen(src), json_object_get(c, "context"), &len, &st, &e);
+        CHECKF(got && want && len == strlen(want) && !strcmp(got, want), "%s: %s\ngot:  [%s]\nwant: [%s]",
+               json_string_value(json_object_get(c, "name")), got ? "" : e.msg, got ? got : "", want ? want : "");
+        free(got);
+    }
+    json_decref(js);
+}
+
+/* Renders src with no variables; returns the status and leaves the message in msg. */
+static jinja_status render_status(const char *src, char *msg, size_t size, char **out) {
+    json_t *ctx = json_object();
+    trit_err e = {{0}};
+    jinja_status st = JINJA_OK;
+    char *r = jinja_render(src, strlen(src), ctx, NULL, &st, &e);
+    json_decref(ctx);
+    snprintf(msg, size, "%s", e.msg);
+    if (out) *out = r;
+    else free(r);
+    return r ? JINJA_OK : st;
+}
+
+/* Outside the subset or wrong: one clear error, never output. */
+static void test_jinja_errors(void) {
+    static const struct {
+        const char *src, *msg;
+    } cases[] = {
+        {"{% raw %}x{% endraw %}", "unsupported tag 'raw'"},
+        {"{% if true %}x", "missing {% endif %}"},
+        {"{% for x in [1] %}", "missing {% endfor %}"},
+        {"{{ 'abc }}", "unterminated string"},
+        {"{{ x", "unclosed tag"},
+        {"{# x", "unclosed comment"},
+        {"{{ 1 + }}", "unexpected '}}'"},
+        {"{{ x|nosuchfilter }}", "unknown filter 'nosuchfilter'"},
+        {"{{ 1 is nosuchtest }}", "unknown test 'nosuchtest'"},
+        {"{{ nosuchfn(1) }}", "'nosuchfn' is not a known function"},
+        {"{{ 'a'.nosuch() }}", "unsupported method string.nosuch()"},
+        {"{{ x.y }}", "attribute 'y' of an undefined value"},
+        {"{{ 'a' + 1 }}", "unsupported operand types for +"},
+        {"{{ 1 // 0 }}", "division by zero"},
+        {"{{ 9223372036854775807 + 1 }}", "integer overflow"},
+        {"{% set a, b = 1, 2 %}", "tuple assignment"},
+        {"{% set x %}y{% endset %}", "block assignment"},
+        {"{% break %}", "break/continue outside a loop"},
+        {"{% set n = 1 %}{% set n.a = 2 %}", "can only set attributes of a namespace()"},
+        {"{{ (1, 2) }}", "tuples are not supported"},
+        {"{{ 1 < 'a' }}", "cannot order"},
+        {"{% for a, b in [1] %}{% endfor %}", "cannot unpack"},
+        {"{{ loop.index }}", "attribute 'index' of an undefined value"},
+        {"{% for x in [1] %}{{ loop.cycle }}{% endfor %}", "loop.cycle is not supported"},
+        {"{{ 1|tojson(indent=2) }}", "tojson arguments"},
+        {"{{ 'x'.split('') }}", "empty separator"},
+        {"{{ 1 @ 2 }}", "unexpected character '@'"},
+        {"line1\n{{ 1 +* 2 }}", "line 2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[512];
+        jinja_status st = render_status(cases[i].src, msg, sizeof msg, NULL);
+        CHECKF(st == JINJA_UNSUPPORTED && strstr(msg, cases[i].msg), "'%s': status %d, message '%s'", cases[i].src, st, msg);
+        CHECKF(!strchr(msg, '\n'), "'%s': message spans lines", cases[i].src);
+    }
+    char msg[512];
+    CHECK(render_status("{{ raise_exception('bad role ' ~ 1) }}", msg, sizeof msg, NULL) == JINJA_RAISED);
+    CHECKF(strstr(msg, "bad role 1"), "%s", msg);
+}
+
+/* Hostile templates: every bound gives an error, quickly, with no crash and no leak. */
+static void test_jinja_limits(void) {
+    static const char *cases[] = {
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        "{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "{{ range(1000000000) }}",
+        "{{ 'ab' * 100000000000 }}",
+        "{% set ns = namespace(l=[1]) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char msg[512];
+        clock_t t0 = clock();
+        jinja_status st = render_status(cases[i], msg, sizeof msg, NULL);
+        double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        CHECKF(st == JINJA_LIMIT, "case %zu: status %d (%s)", i, st, msg);
+        CHECKF(s < 20, "case %zu took %.1f s", i, s);
+    }
+    /* deep nesting of every kind of syntax */
+    static const char *unit[][3] = {{"{{ ", "(", "1 }}"}, {"{{ ", "[", "1 }}"}, {"{{ ", "not ", "1 }}"}, {"{{ ", "-", "1 }}"},
+                                    {"", "{% if 1 %}", ""}, {"{{ 1", " + 1", " }}"}, {"{{ x", ".a", " }}"}, {"{{ 1", "|string", " }}"},
+                                    {"{% if 0 %}", "{% elif 0 %}", ""}, {"{{ 1", " ~ 1", " }}"}, {"{{ 1", " or 1", " }}"},
+                                    {"{{ 1", " if 1 else 1", " }}"}, {"{{ f", "(1)", " }}"}, {"{{ x", "[0]", " }}"}};
+    for (size_t u = 0; u < sizeof unit / sizeof unit[0]; u++) {
+        size_t cap = 200000;
+        char *src = malloc(cap), msg[512];
+        size_t n = (size_t)snprintf(src, cap, "%s", unit[u][0]);
+        for (int k = 0; k < 20000 && n + 32 < cap; k++) n += (size_t)snprintf(src + n, cap - n, "%s", unit[u][1]);
+        snprintf(src + n, cap - n, "%s", unit[u][2]);
+        jinja_status st = render_status(src, msg, sizeof msg, NULL);
+        CHECKF(st == JINJA_LIMIT && strstr(msg, "nested"), "nesting '%s': status %d (%s)", unit[u][1], st, msg);
+        free(src);
+    }
+}
+
+static void test_fallback_and_errors(void) {
+    trit_chat_message m[] = {{"system", "S", NULL}, {"user", "U", NULL}};
+    char err[512];
+    char *want = chat_render_chatml(m, 2, 1, 0);
+    REQUIRE(want);
+    /* a ChatML-family template outside the subset falls back, with the reason in err */
+    char *got = trit_chat_render("{% raw %}<|im_start|>{% endraw %}", m, 2, 1, 0, err, sizeof err);
+    CHECKF(got && !strcmp(got, want) && strstr(err, "raw") && strstr(err, "chatml"), "fallback: %s", err);
+    free(got);
+    /* an unrecognised one that fails is an error */
+    got = trit_chat_render("{% raw %}[INST]{% endraw %}", m, 2, 1, 0, err, sizeof err);
+    CHECKF(!got && strstr(err, "unsupported tag 'raw'"), "no fallback: %s", err);
+    free(got);
+    /* the template's own raise_exception is an error even for ChatML */
+    got = trit_chat_render("<|im_start|>{{ raise_exception('System message must come first') }}", m, 2, 1, 0, err, sizeof err);
+    CHECKF(!got && strstr(err, "System message must come first"), "raise: %s", err);
+    free(got);
+    got = trit_chat_render("llama9", m, 2, 1, 0, err, sizeof err);
+    CHECKF(!got && strstr(err, "unknown chat template 'llama9'"), "name: %s", err);
+    free(got);
+    got = trit_chat_render("chatml", m, -1, 1, 0, err, sizeof err);
+    CHECK(!got && err[0]);
+    trit_chat_message bad = {NULL, "x", NULL};
+    got = trit_chat_render("chatml", &bad, 1, 1, 0, err, sizeof err);
+    CHECK(!got && strstr(err, "no role"));
+    /* an empty conversation with Qwen3's template: messages[0].role fails, chatml takes over */
+    char *q = qwen3_template();
+    got = q ? trit_chat_render(q, NULL, 0, 1, 1, err, sizeof err) : NULL;
+    CHECKF(got && !strcmp(got, "<|im_start|>assistant\n") && err[0], "empty: %s", err);
+    free(got);
+    free(q);
+    free(want);
+    CHECK(trit_chat_opens_think("<|im_start|>assistant\n<think>\n"));
+    CHECK(!trit_chat_opens_think("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    CHECK(!trit_chat_opens_think("<|im_start|>assistant\n"));
+}
+
+/* ---- the <think> splitter ---- */
+typedef struct {
+    char text[2][512];
+    size_t n[2];
+} split_out;
+
+static void collect(void *user, int reasoning, const char *s, size_t len) {
+    split_out *o = user;
+    int k = reasoning ? 1 : 0;
+    if (o->n[k] + len < sizeof o->text[k]) memcpy(o->text[k] + o->n[k], s, len), o->n[k] += len;
+    o->text[k][o->n[k]] = 0;
+}
+
+/* Splits text fed in pieces of `step` bytes (0: all at once). */
+static void split(const char *text, int in_think, size_t step, split_out *o) {
+    memset(o, 0, sizeof *o);
+    trit_think_split t;
+    trit_think_init(&t, in_think);
+    size_t n = strlen(text);
+    if (!step) step = n ? n : 1;
+    for (size_t i = 0; i < n; i += step) trit_think_feed(&t, text + i, i + step > n ? n - i : step, collect, o);
+    trit_think_flush(&t, collect, o);
+}
+
+static void test_think_split(void) {
+    static const struct {
+        const char *text;
+        int in_think;
+        const char *reasoning, *content;
+    } cases[] = {
+        {"<think>\nLet me see.\n</think>\n\nParis.", 0, "Let me see.", "Paris."},
+        {"Let me see.\n</think>\n\nParis.", 1, "Let me see.", "Paris."},
+        {"\nstep 1\n\nstep 2\n</think>\n\nA", 1, "step 1\n\nstep 2", "A"},
+        {"Just an answer.", 0, "", "Just an answer."},
+        {"\n\nAnswer <think> inside", 0, "", "Answer <think> inside"},
+        {"<thinking is not a tag", 0, "", "<thinking is not a tag"},
+        {"<think>a < b </thin k></think>c", 0, "a < b </thin k>", "c"},
+        {"<think>unfinished", 0, "unfinished", ""},
+        {"<think>\nr</think>x</think>y", 0, "r", "x</think>y"},
+        {"r\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\nend</think>c", 1,
+         "r\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\nend", "c"},
+        {"", 0, "", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (size_t step = 0; step <= 9; step++) {
+            split_out o;
+            split(cases[i].text, cases[i].in_think, step, &o);
+            CHECKF(!strcmp(o.text[1], cases[i].reasoning) && !strcmp(o.text[0], cases[i].content),
+                   "case %zu, step %zu: reasoning [%s] content [%s]", i, step, o.text[1], o.text[0]);
+        }
+    }
+}
+
+const test_case chat_tests[] = {
+    {"qwen3_template", test_qwen3_template},
+    {"chatml_matches_qwen3", test_chatml_matches_qwen3},
+    {"gguf_template", test_gguf_template},
+    {"jinja_features", test_jinja_features},
+    {"jinja_errors", test_jinja_errors},
+    {"jinja_limits", test_jinja_limits},
+    {"fallback_and_errors", test_fallback_and_errors},
+    {"think_split", test_think_split},
+    {0},
+};
