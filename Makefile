@@ -17,6 +17,8 @@ else
 endif
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -ljansson -lm -lpthread
+# line editing for trit chat; the library does not need it
+CLI_LDLIBS := -ledit
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
@@ -37,7 +39,7 @@ $(BUILD)/libtrit.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/trit: $(CLI_OBJ) $(BUILD)/libtrit.a
-	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/trit-tests: $(TEST_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
