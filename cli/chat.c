@@ -259,6 +259,7 @@ static char *read_line(int tty) {
         if (line && *line) add_history(line);
         if (!line && interrupted) {
             interrupted = 0;
+            fputc('\n', stdout);
             return strdup("");
         }
         return line;

@@ -1,9 +1,14 @@
 /* Chat tests: templates rendered byte for byte as Python's Jinja2 renders them (fixtures from
  * tests/data/chat/gen.py), the ChatML fallback, errors and safety bounds, the <think> splitter. */
+#include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "gguf.h"
@@ -86,6 +91,15 @@ static void test_gguf_template(void) {
     CHECK(gguf_get_str(f, "tokenizer.chat_template", &t, &e) == 1);
     if (t) check_fixture("tests/data/chat/vocab.json", t);
     gguf_close(f);
+}
+
+/* A model without a template says so; the caller then picks chatml. */
+static void test_model_template(void) {
+    char err[512];
+    trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), NULL, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    CHECK(trit_model_chat_template(m) == NULL);
+    trit_model_free(m);
 }
 
 /* One small template per feature, against Jinja2's rendering of the same variables. */
@@ -292,14 +306,175 @@ static void test_think_split(void) {
     }
 }
 
+/* ---- trit chat through a pseudo-terminal ---- */
+typedef struct {
+    int fd;
+    pid_t pid;
+    char out[1 << 16];
+    size_t n;
+} term;
+
+/* Starts `trit chat ARGS...` on a new pseudo-terminal. */
+static int term_start(term *t, const char *const *args) {
+    memset(t, 0, sizeof *t);
+    t->fd = posix_openpt(O_RDWR | O_NOCTTY);
+    if (t->fd < 0 || grantpt(t->fd) || unlockpt(t->fd)) return -1;
+    const char *slave = ptsname(t->fd);
+    if (!slave) return -1;
+    t->pid = fork();
+    if (t->pid < 0) return -1;
+    if (t->pid == 0) {
+        setsid(); /* the terminal opened next becomes the controlling one: Ctrl-C sends SIGINT */
+        int s = open(slave, O_RDWR);
+        if (s < 0) _exit(126);
+        dup2(s, 0), dup2(s, 1), dup2(s, 2);
+        close(t->fd);
+        setenv("TERM", "xterm", 1);
+        char *argv[32];
+        int n = 0;
+        argv[n++] = (char *)trit_bin();
+        argv[n++] = (char *)"chat";
+        for (; *args && n < 31; args++) argv[n++] = (char *)*args;
+        argv[n] = NULL;
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return 0;
+}
+
+/* Reads until `want` appears after offset `from` (returns where, or -1 after timeout_s). */
+static long term_wait(term *t, size_t from, const char *want, double timeout_s) {
+    double waited = 0;
+    for (;;) {
+        t->out[t->n] = 0;
+        if (from <= t->n) {
+            const char *hit = strstr(t->out + from, want);
+            if (hit) return hit - t->out;
+        }
+        if (waited >= timeout_s || t->n + 1 >= sizeof t->out) return -1;
+        struct pollfd p = {t->fd, POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            ssize_t r = read(t->fd, t->out + t->n, sizeof t->out - 1 - t->n);
+            if (r <= 0) return -1; /* the child closed the terminal */
+            t->n += (size_t)r;
+        } else {
+            waited += 0.1;
+        }
+    }
+}
+
+static void term_type(term *t, const char *s) {
+    ssize_t w = write(t->fd, s, strlen(s));
+    (void)w;
+}
+
+/* Waits for the child to exit; returns its status, or -1 (after killing it) past timeout_s. */
+static int term_finish(term *t, double timeout_s) {
+    int st = 0;
+    for (double waited = 0; waited < timeout_s; waited += 0.05) {
+        term_wait(t, t->n, "\x01", 0); /* drain output so the child never blocks on the terminal */
+        if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
+            close(t->fd);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        usleep(50000);
+    }
+    kill(t->pid, SIGKILL);
+    waitpid(t->pid, &st, 0);
+    close(t->fd);
+    return -1;
+}
+
+#define TIMEOUT 120.0
+
+/* Two complete turns (the second reuses the cached prefix), then /exit. */
+static void test_chat_cli_turns(void) {
+    const char *args[] = {"-m", shared_path("data/models/stories260K.gguf"), "--chat-template", "chatml", "--temp", "0",
+                          "-n", "16", "--system", "You tell stories.", NULL};
+    term t;
+    REQUIRE(term_start(&t, args) == 0);
+    long p = term_wait(&t, 0, "> ", TIMEOUT);
+    CHECKF(p >= 0, "no prompt:\n%s", t.out);
+    term_type(&t, "Once upon a time\r");
+    long timing = term_wait(&t, (size_t)p, "[ Prompt:", TIMEOUT);
+    long again = timing >= 0 ? term_wait(&t, (size_t)timing, "> ", TIMEOUT) : -1;
+    CHECKF(timing >= 0 && again >= 0, "first turn:\n%s", t.out);
+    long echo = term_wait(&t, (size_t)p, "Once upon a time", 0);
+    CHECKF(echo >= 0 && timing - echo > 30, "no reply between the line and the timing:\n%s", t.out);
+    CHECKF(strstr(t.out, "(46 prompt, 16 generated tokens)") || strstr(t.out, "16 generated tokens"), "%s", t.out);
+    if (again >= 0) {
+        term_type(&t, "Tell me more\r");
+        long t2 = term_wait(&t, (size_t)again, "[ Prompt:", TIMEOUT);
+        CHECKF(t2 >= 0 && term_wait(&t, (size_t)t2, "> ", TIMEOUT) >= 0, "second turn:\n%s", t.out);
+        /* the whole second prompt is longer than 46 + 16 tokens; only its new part is evaluated */
+        const char *line = t2 >= 0 ? strstr(t.out + t2, "] (") : NULL;
+        int n_prompt = line ? atoi(line + 3) : -1;
+        CHECKF(n_prompt > 0 && n_prompt < 62, "second turn evaluated %d prompt tokens", n_prompt);
+    }
+    term_type(&t, "/exit\r");
+    int rc = term_finish(&t, TIMEOUT);
+    CHECKF(rc == 0, "exit status %d:\n%s", rc, t.out);
+}
+
+/* Ctrl-C stops a long reply and the chat goes on; end of input (Ctrl-D) leaves. */
+static void test_chat_cli_interrupt(void) {
+    const char *args[] = {"-m", shared_path("data/models/stories260K.gguf"), "--chat-template", "chatml", "-c", "4096",
+                          "--temp", "1", "-s", "3", "--reasoning", "off", NULL};
+    term t;
+    REQUIRE(term_start(&t, args) == 0);
+    long p = term_wait(&t, 0, "> ", TIMEOUT);
+    CHECKF(p >= 0, "no prompt:\n%s", t.out);
+    term_type(&t, "Once upon a time\r");
+    long echo = term_wait(&t, (size_t)p, "Once upon a time", TIMEOUT);
+    /* some of the reply, then Ctrl-C long before the 4096-token context is full */
+    CHECKF(echo >= 0 && term_wait(&t, (size_t)echo + 40, " ", TIMEOUT) >= 0, "no reply:\n%s", t.out);
+    term_type(&t, "\x03");
+    long stopped = term_wait(&t, (size_t)echo, "[stopped]", TIMEOUT);
+    CHECKF(stopped >= 0, "Ctrl-C did not stop the reply:\n%s", t.out);
+    long again = stopped >= 0 ? term_wait(&t, (size_t)stopped, "> ", TIMEOUT) : -1;
+    CHECKF(again >= 0, "no prompt after Ctrl-C:\n%s", t.out);
+    term_type(&t, "\x04");
+    int rc = term_finish(&t, TIMEOUT);
+    CHECKF(rc == 0, "exit status %d:\n%s", rc, t.out);
+}
+
+/* Bad flags: one line on stderr and status 1, as every command. */
+static void test_chat_cli_flags(void) {
+    static const char *cases[] = {"chat", "chat -m %s --reasoning maybe", "chat -m %s --bogus", "chat -m %s -n x",
+                                  "chat -m /nonexistent.gguf", "chat -m %s --chat-template"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[1024], cmd[2048], *out = NULL;
+        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 </dev/null", trit_bin(), args);
+        int rc = run_cmd(cmd, &out);
+        int lines = 0;
+        for (const char *c = out ? out : ""; *c; c++) lines += *c == '\n';
+        CHECKF(rc == 1 && lines == 1, "'trit %s': rc %d, output:\n%s", args, rc, out ? out : "");
+        free(out);
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s chat --help", trit_bin());
+    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "usage: trit chat"));
+    free(out);
+    /* piped input works without a terminal, and an unknown template name is reported */
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | %s chat -m %s --chat-template nosuch -n 4 2>&1",
+             trit_bin(), shared_path("data/models/stories260K.gguf"));
+    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "unknown chat template 'nosuch'"));
+    free(out);
+}
+
 const test_case chat_tests[] = {
     {"qwen3_template", test_qwen3_template},
     {"chatml_matches_qwen3", test_chatml_matches_qwen3},
     {"gguf_template", test_gguf_template},
+    {"model_template", test_model_template},
     {"jinja_features", test_jinja_features},
     {"jinja_errors", test_jinja_errors},
     {"jinja_limits", test_jinja_limits},
     {"fallback_and_errors", test_fallback_and_errors},
     {"think_split", test_think_split},
+    {"cli_turns", test_chat_cli_turns},
+    {"cli_interrupt", test_chat_cli_interrupt},
+    {"cli_flags", test_chat_cli_flags},
     {0},
 };
