@@ -27,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz clean help
+.PHONY: all test asan fuzz fuzz-jinja clean help
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 $(BUILD)/%.o: %.c
@@ -62,6 +62,18 @@ fuzz: $(FUZZ_BIN)
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
 
+# libFuzzer target for the chat-template interpreter, seeded with the templates of the tests.
+JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
+$(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz-jinja: $(JINJA_FUZZ_BIN)
+	@mkdir -p build/fuzz/jinja-corpus
+	python3 -c 'import json,sys; [open("build/fuzz/jinja-corpus/seed%d" % i, "w").write(c["template"]) for i, c in enumerate(json.load(open("tests/data/chat/jinja_templates.json")))]'
+	python3 -c 'import json; open("build/fuzz/jinja-corpus/qwen3", "w").write(json.load(open("$(SHARED)/data/tokenizers/qwen3/tokenizer_config.json"))["chat_template"])'
+	$(JINJA_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -dict=fuzz/jinja.dict build/fuzz/jinja-corpus
+
 clean:
 	rm -rf build
 
@@ -70,6 +82,7 @@ help:
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
 	@echo "make fuzz       fuzz the GGUF reader for FUZZ_SECONDS (default 60)"
+	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
