@@ -4,8 +4,8 @@
  * jinja_render, so no path can leak or continue in a half-built state. Values are immutable
  * except namespace() objects and the loop variable, as in Jinja.
  *
- * Filters: length count trim string tojson lower upper first last join items list default d
- *          reverse int safe replace.  Tests: defined undefined none string number integer float
+ * Filters: length count trim string tojson(indent=, ensure_ascii=) lower upper first last join
+ *          items list default d reverse int safe replace.  Tests: defined undefined none string number integer float
  *          boolean true false mapping iterable sequence.  Functions: namespace raise_exception
  *          range.  String methods: startswith endswith split strip lstrip rstrip lower upper
  *          replace.  Dict methods: items keys values get.  Loop: index index0 revindex
@@ -61,6 +61,7 @@ typedef struct {
 struct vlist {
     size_t n;
     val *v;
+    int tuple; /* prints as (a, b) and differs from the list [a, b] */
 };
 
 struct vdict {
@@ -549,9 +550,15 @@ static node *parse_primary(J *j) {
     case T_FLOAT: n->v = (val){.k = V_FLOAT, .u.f = t->f}; return n;
     case T_OP:
         if (str_eq(t->s, "(")) {
-            n = parse_expr(j);
-            if (is_op(j, ",")) die(j, JINJA_UNSUPPORTED, t->line, "tuples are not supported");
-            expect_op(j, ")");
+            if (accept_op(j, ")")) return n->k = E_LIST, n->neg = 1, n; /* () */
+            node *first = parse_expr(j);
+            if (accept_op(j, ")")) return first;
+            n->k = E_LIST, n->neg = 1, n->args = first; /* a tuple: a list marked with neg */
+            for (node **tail = &first->next; !accept_op(j, ")"); tail = &(*tail)->next) {
+                expect_op(j, ",");
+                if (accept_op(j, ")")) break;
+                *tail = parse_expr(j);
+            }
             return n;
         }
         if (str_eq(t->s, "[") || str_eq(t->s, "{")) {
@@ -1027,12 +1034,12 @@ static void to_str(J *j, val v, sbuf *b, int repr, int depth) {
         else sb_put(j, b, v.u.s.p, v.u.s.n);
         return;
     case V_LIST:
-        sb_puts(j, b, "[");
+        sb_puts(j, b, v.u.l->tuple ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) sb_puts(j, b, ", ");
             to_str(j, v.u.l->v[i], b, 1, depth + 1);
         }
-        sb_puts(j, b, "]");
+        sb_puts(j, b, !v.u.l->tuple ? "]" : v.u.l->n == 1 ? ",)" : ")");
         return;
     case V_DICT: case V_NS:
         sb_puts(j, b, v.k == V_NS ? "<Namespace {" : "{");
@@ -1059,7 +1066,34 @@ static str stringify(J *j, val v) {
 }
 
 /* json.dumps(ensure_ascii=False) with Python's default separators, as Hugging Face's tojson. */
-static void to_json(J *j, val v, sbuf *b, int depth, int line) {
+typedef struct {
+    long long indent; /* < 0: one line with ", " and ": " */
+    int ascii;        /* ensure_ascii: non-ASCII as \\uXXXX escapes */
+} json_style;
+
+static uint32_t decode(const char *p, const char *end, size_t *len);
+
+static void json_newline(J *j, sbuf *b, const json_style *st, int depth) {
+    sb_puts(j, b, "\n");
+    for (long long i = 0; i < st->indent * depth; i++) sb_puts(j, b, " ");
+}
+
+static void json_text(J *j, sbuf *b, str s, const json_style *st) {
+    char num[16];
+    sb_puts(j, b, "\"");
+    for (size_t i = 0, len; i < s.n; i += len) {
+        uint32_t c = decode(s.p + i, s.p + s.n, &len);
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (e) sb_puts(j, b, e);
+        else if (c < 0x20 || (st->ascii && c >= 0x7f && c < 0x10000)) snprintf(num, sizeof num, "\\u%04x", c), sb_puts(j, b, num);
+        else if (st->ascii && c >= 0x10000)
+            snprintf(num, sizeof num, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF)), sb_puts(j, b, num);
+        else sb_put(j, b, s.p + i, len);
+    }
+    sb_puts(j, b, "\"");
+}
+
+static void to_json(J *j, val v, sbuf *b, const json_style *st, int depth, int line) {
     char num[40];
     if (depth > MAX_DEPTH) die(j, JINJA_LIMIT, line, "value nested too deeply for tojson");
     charge(j, 1, line);
@@ -1072,38 +1106,36 @@ static void to_json(J *j, val v, sbuf *b, int depth, int line) {
         else if (isinf(v.u.f)) sb_puts(j, b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else fmt_float(v.u.f, num, sizeof num), sb_puts(j, b, num);
         return;
-    case V_STR:
-        sb_puts(j, b, "\"");
-        for (size_t i = 0; i < v.u.s.n; i++) {
-            unsigned char c = (unsigned char)v.u.s.p[i];
-            const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-            if (e) sb_puts(j, b, e);
-            else if (c < 0x20) snprintf(num, sizeof num, "\\u%04x", c), sb_puts(j, b, num);
-            else sb_put(j, b, (const char *)&c, 1);
+    case V_STR: json_text(j, b, v.u.s, st); return;
+    case V_LIST: case V_DICT: {
+        int dict = v.k == V_DICT;
+        size_t n = dict ? v.u.d->n : v.u.l->n;
+        sb_puts(j, b, dict ? "{" : "[");
+        for (size_t i = 0; i < n; i++) {
+            if (i) sb_puts(j, b, st->indent >= 0 ? "," : ", ");
+            if (st->indent >= 0) json_newline(j, b, st, depth + 1);
+            if (dict) {
+                json_text(j, b, v.u.d->keys[i], st);
+                sb_puts(j, b, ": ");
+            }
+            to_json(j, dict ? v.u.d->vals[i] : v.u.l->v[i], b, st, depth + 1, line);
         }
-        sb_puts(j, b, "\"");
+        if (n && st->indent >= 0) json_newline(j, b, st, depth);
+        sb_puts(j, b, dict ? "}" : "]");
         return;
-    case V_LIST:
-        sb_puts(j, b, "[");
-        for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) sb_puts(j, b, ", ");
-            to_json(j, v.u.l->v[i], b, depth + 1, line);
-        }
-        sb_puts(j, b, "]");
-        return;
-    case V_DICT:
-        sb_puts(j, b, "{");
-        for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i) sb_puts(j, b, ", ");
-            to_json(j, vstr(v.u.d->keys[i]), b, depth + 1, line);
-            sb_puts(j, b, ": ");
-            to_json(j, v.u.d->vals[i], b, depth + 1, line);
-        }
-        sb_puts(j, b, "}");
-        return;
+    }
     default: die(j, JINJA_UNSUPPORTED, line, "tojson cannot serialise a %s", kind_name(v.k));
     }
 }
+
+static vlist *list_new(J *j, size_t cap) {
+    vlist *l = alloc(j, sizeof *l);
+    l->n = 0, l->tuple = 0;
+    l->v = alloc(j, (cap ? cap : 1) * sizeof *l->v);
+    return l;
+}
+
+static val vlistv(vlist *l) { return (val){.k = V_LIST, .u.l = l}; }
 
 static val from_json(J *j, const json_t *x, int depth) {
     if (depth > MAX_DEPTH) die(j, JINJA_LIMIT, 0, "input nested too deeply");
@@ -1116,10 +1148,8 @@ static val from_json(J *j, const json_t *x, int depth) {
     case JSON_REAL: return (val){.k = V_FLOAT, .u.f = json_real_value(x)};
     case JSON_STRING: return vstr(mkstr(j, json_string_value(x), json_string_length(x)));
     case JSON_ARRAY: {
-        vlist *l = alloc(j, sizeof *l);
-        l->n = json_array_size(x);
-        l->v = alloc(j, (l->n ? l->n : 1) * sizeof *l->v);
-        for (size_t i = 0; i < l->n; i++) l->v[i] = from_json(j, json_array_get(x, i), depth + 1);
+        vlist *l = list_new(j, json_array_size(x));
+        for (; l->n < json_array_size(x); l->n++) l->v[l->n] = from_json(j, json_array_get(x, l->n), depth + 1);
         return (val){.k = V_LIST, .u.l = l};
     }
     case JSON_OBJECT: {
@@ -1191,14 +1221,6 @@ static const char *find_sub(const char *h, size_t hn, str needle) {
     return NULL;
 }
 
-static vlist *list_new(J *j, size_t cap) {
-    vlist *l = alloc(j, sizeof *l);
-    l->n = 0;
-    l->v = alloc(j, (cap ? cap : 1) * sizeof *l->v);
-    return l;
-}
-
-static val vlistv(vlist *l) { return (val){.k = V_LIST, .u.l = l}; }
 
 static val py_split(J *j, str s, const str *sep, long long maxsplit, int line) {
     charge(j, (long long)s.n / 64, line);
@@ -1276,7 +1298,7 @@ static int equal(J *j, val a, val b, int depth) {
     case V_UNDEF: case V_NONE: return 1;
     case V_STR: return str_same(a.u.s, b.u.s);
     case V_LIST:
-        if (a.u.l->n != b.u.l->n) return 0;
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!equal(j, a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
@@ -1437,7 +1459,7 @@ static val dict_items(J *j, vdict *d, int what) { /* 0 items, 1 keys, 2 values *
         else if (what == 2) l->v[i] = d->vals[i];
         else {
             vlist *pair = list_new(j, 2);
-            pair->v[0] = vstr(d->keys[i]), pair->v[1] = d->vals[i], pair->n = 2;
+            pair->v[0] = vstr(d->keys[i]), pair->v[1] = d->vals[i], pair->n = 2, pair->tuple = 1;
             l->v[i] = vlistv(pair);
         }
     }
@@ -1526,6 +1548,24 @@ static val reversed(J *j, val v, int line) {
     return vstr(sb_str(&b));
 }
 
+/* tojson(ensure_ascii=False, indent=None) as Hugging Face defines it. */
+static str tojson(J *j, val v, const argv_t *a, int line) {
+    json_style st = {.indent = -1, .ascii = 0};
+    if (a->n) die(j, JINJA_UNSUPPORTED, line, "tojson takes keyword arguments only");
+    for (int k = 0; k < a->nkw; k++) {
+        str key = a->kw[k];
+        val x = a->kwv[k];
+        if (str_eq(key, "indent") && x.k != V_NONE) st.indent = want_int(j, x, "tojson indent", line);
+        else if (str_eq(key, "ensure_ascii")) st.ascii = truthy(x);
+        else if (!str_eq(key, "indent")) die(j, JINJA_UNSUPPORTED, line, "tojson argument '%.*s' is not supported", (int)(key.n > 40 ? 40 : key.n), key.p);
+    }
+    if (st.indent > 64) die(j, JINJA_LIMIT, line, "tojson indent above 64");
+    if (st.indent < 0) st.indent = -1;
+    sbuf b = {0};
+    to_json(j, v, &b, &st, 0, line);
+    return sb_str(&b);
+}
+
 static val apply_filter(J *j, node *n, val v, scope *sc) {
     argv_t a;
     eval_args(j, n->args, sc, &a, n->line);
@@ -1553,13 +1593,7 @@ static val apply_filter(J *j, node *n, val v, scope *sc) {
         str chars = a.n ? want_str(j, a.v[0], "trim", line) : (str){0};
         return vstr(py_strip(j, stringify(j, v), a.n ? &chars : NULL, 3));
     }
-    if (str_eq(f, "tojson")) {
-        if (a.n || (a.nkw && !(a.nkw == 1 && str_eq(a.kw[0], "indent") && a.kwv[0].k == V_NONE)))
-            die(j, JINJA_UNSUPPORTED, line, "tojson arguments are not supported");
-        sbuf b = {0};
-        to_json(j, v, &b, 0, line);
-        return vstr(sb_str(&b));
-    }
+    if (str_eq(f, "tojson")) return vstr(tojson(j, v, &a, line));
     if (str_eq(f, "lower") || str_eq(f, "upper")) return want_args(j, &a, 0, 0, "lower/upper", line), vstr(ascii_case(j, stringify(j, v), f.p[0] == 'u'));
     if (str_eq(f, "first") || str_eq(f, "last")) {
         want_args(j, &a, 0, 0, "first/last", line);
@@ -1830,6 +1864,7 @@ static val eval(J *j, node *n, scope *sc) {
         for (node *x = n->args; x; x = x->next) count++;
         vlist *l = list_new(j, count);
         for (node *x = n->args; x; x = x->next) l->v[l->n++] = eval(j, x, sc);
+        l->tuple = n->neg;
         return vlistv(l);
     }
     case E_DICT: {

@@ -4,8 +4,9 @@
  * loop controls (break/continue), raise_exception() and a tojson like json.dumps(ensure_ascii=False).
  * Supported: text, {{ }}, {# #}, whitespace control (-), if/elif/else, for (with else, an `if`
  * filter and tuple targets), set (names and namespace attributes), macro, generation blocks;
- * literals, lists, dicts, arithmetic, ~, comparisons, in, and/or/not, conditional expressions,
- * attributes, subscripts, slices, the filters, tests, string and dict methods listed in jinja.c.
+ * literals, lists, tuples, dicts, arithmetic, ~, comparisons, in, and/or/not, conditional
+ * expressions, attributes, subscripts, slices, the filters, tests, string and dict methods listed
+ * in jinja.c.
  * Anything else is an error, never a guess.
  *
  * Templates are untrusted input: source size, nesting depth, evaluation steps, memory and output
