@@ -34,6 +34,12 @@ typedef struct {
 } chat_opts;
 
 typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} text_buf;
+
+typedef struct {
     const chat_opts *o;
     trit_model *m;
     trit_session *s;
@@ -44,6 +50,7 @@ typedef struct {
     int32_t *cached; /* the tokens in the KV cache, in order */
     int n_cached;
     float *logits;
+    text_buf part[2]; /* the reply being generated: content, reasoning */
     int color, in_reasoning, fallback_noted;
 } chat;
 
@@ -83,23 +90,50 @@ static int parse(int argc, char **argv, chat_opts *o) {
     return gen_check(c, &o->g);
 }
 
-static int add_message(chat *ch, const char *role, const char *content, size_t len) {
+static void put_text(text_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->cap - b->n < n + 1) {
+        size_t cap = 2 * b->cap + n + 64;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static char *copy_text(const char *s) {
+    text_buf b = {0};
+    put_text(&b, s, strlen(s));
+    return b.oom ? NULL : b.p;
+}
+
+/* Appends a message (copying its text); reasoning may be NULL. */
+static int add_message(chat *ch, const char *role, const char *content, const char *reasoning) {
     if (ch->n_msgs == ch->cap_msgs) {
         int cap = ch->cap_msgs ? ch->cap_msgs * 2 : 16;
         trit_chat_message *nm = realloc(ch->msgs, (size_t)cap * sizeof *nm);
         if (!nm) return -1;
         ch->msgs = nm, ch->cap_msgs = cap;
     }
-    char *copy = malloc(len + 1);
-    if (!copy) return -1;
-    memcpy(copy, content, len);
-    copy[len] = 0;
-    ch->msgs[ch->n_msgs++] = (trit_chat_message){role, copy, NULL};
+    char *c = copy_text(content), *r = reasoning ? copy_text(reasoning) : NULL;
+    if (!c || (reasoning && !r)) {
+        free(c);
+        free(r);
+        return -1;
+    }
+    ch->msgs[ch->n_msgs++] = (trit_chat_message){role, c, r};
     return 0;
 }
 
 static void drop_last_message(chat *ch) {
-    free((char *)ch->msgs[--ch->n_msgs].content);
+    trit_chat_message *m = &ch->msgs[--ch->n_msgs];
+    free((char *)m->content);
+    free((char *)m->reasoning_content);
 }
 
 /* The prompt's tokens in a malloc'd array (*n of them), or NULL with a message. */
@@ -145,8 +179,10 @@ static int eval(chat *ch, const int32_t *toks, int n) {
     return remember(ch, toks, n);
 }
 
+#define PROMPT_CHUNK 256 /* tokens evaluated between checks for Ctrl-C */
+
 /* Evaluates the prompt, reusing the cached prefix when the cache holds nothing else; returns
- * the number of tokens evaluated, or -1 with a message. */
+ * the number of tokens evaluated, or -1 with a message (also when Ctrl-C stopped it). */
 static int eval_prompt(chat *ch, const int32_t *toks, int n) {
     int k = 0;
     while (k < n && k < ch->n_cached && toks[k] == ch->cached[k]) k++;
@@ -161,13 +197,20 @@ static int eval_prompt(chat *ch, const int32_t *toks, int n) {
                 trit_session_n_ctx(ch->s));
         return -1;
     }
-    for (int i = k; i < n; i++) trit_sampler_accept(ch->smp, toks[i]);
-    return eval(ch, toks + k, n - k) ? -1 : n - k;
+    for (int i = k; i < n; i += PROMPT_CHUNK) {
+        int nb = n - i < PROMPT_CHUNK ? n - i : PROMPT_CHUNK;
+        if (interrupted) return fprintf(stderr, "trit chat: stopped while reading the prompt\n"), -1;
+        for (int t = 0; t < nb; t++) trit_sampler_accept(ch->smp, toks[i + t]);
+        if (eval(ch, toks + i, nb)) return -1;
+    }
+    return n - k;
 }
 
-/* The splitter's output: reasoning dimmed (or hidden with --reasoning off), content plain. */
+/* The splitter's output, kept for the history and shown: reasoning dimmed (or hidden with
+ * --reasoning off), content plain. */
 static void show(void *user, int reasoning, const char *text, size_t len) {
     chat *ch = user;
+    put_text(&ch->part[reasoning != 0], text, len);
     if (reasoning && !ch->o->reasoning) return;
     if (ch->color && reasoning != ch->in_reasoning) fputs(reasoning ? DIM : RESET, stdout);
     ch->in_reasoning = reasoning;
@@ -188,14 +231,10 @@ static int is_stop(chat *ch, int32_t tok) {
     return n == 10 && !memcmp(piece, "<|im_end|>", 10);
 }
 
-/* Samples the reply into *text (malloc'd); returns the tokens generated, or -1 on error. */
-static int reply(chat *ch, int opens_think, char **text, size_t *len) {
+/* Samples the reply into ch->part; returns the tokens generated, or -1 on error. */
+static int reply(chat *ch, int opens_think) {
     trit_think_split split;
     trit_think_init(&split, opens_think);
-    size_t cap = 256;
-    *len = 0;
-    *text = malloc(cap);
-    if (!*text) return -1;
     int n_gen = 0;
     while (!interrupted && trit_session_n_past(ch->s) < trit_session_n_ctx(ch->s) &&
            (ch->o->n_predict < 0 || n_gen < ch->o->n_predict)) {
@@ -205,46 +244,39 @@ static int reply(chat *ch, int opens_think, char **text, size_t *len) {
         char piece[256];
         int pn = trit_token_to_piece(ch->m, tok, piece, sizeof piece, 0);
         if (pn < 0) break;
-        if (*len + (size_t)pn + 1 > cap) {
-            char *nt = realloc(*text, cap = 2 * cap + (size_t)pn);
-            if (!nt) return -1;
-            *text = nt;
-        }
-        memcpy(*text + *len, piece, (size_t)pn);
-        *len += (size_t)pn;
         trit_think_feed(&split, piece, (size_t)pn, show, ch);
         n_gen++;
         if (eval(ch, &tok, 1)) return -1;
     }
     trit_think_flush(&split, show, ch);
-    (*text)[*len] = 0;
     return n_gen;
 }
 
-/* One user turn: prompt, reply, timing line; the reply joins the conversation. */
+/* One user turn: prompt, reply, timing line; the reply joins the conversation, its reasoning
+ * apart from its content (so templates can drop it from the history). */
 static int turn(chat *ch, const char *line) {
-    if (add_message(ch, "user", line, strlen(line))) return fprintf(stderr, "trit chat: out of memory\n"), -1;
+    if (add_message(ch, "user", line, NULL)) return fprintf(stderr, "trit chat: out of memory\n"), -1;
     int n = 0, opens_think = 0;
     int32_t *toks = render_tokens(ch, &n, &opens_think);
     double t0 = now_s();
     int n_prompt = toks ? eval_prompt(ch, toks, n) : -1;
     free(toks);
     if (n_prompt < 0) {
+        interrupted = 0;
         drop_last_message(ch);
         return 0; /* reported; the chat goes on */
     }
     double t1 = now_s();
-    char *text = NULL;
-    size_t len = 0;
     ch->in_reasoning = 0;
-    int n_gen = reply(ch, opens_think, &text, &len);
+    for (int k = 0; k < 2; k++) ch->part[k].n = 0, put_text(&ch->part[k], "", 0);
+    int n_gen = reply(ch, opens_think);
     if (ch->color && ch->in_reasoning) fputs(RESET, stdout);
     fputs(interrupted ? " [stopped]\n" : "\n", stdout);
     fflush(stdout);
     interrupted = 0;
-    int rc = n_gen < 0 || add_message(ch, "assistant", text, len) ? -1 : 0;
-    free(text);
-    if (rc) return fprintf(stderr, "trit chat: generation failed\n"), -1;
+    int oom = ch->part[0].oom || ch->part[1].oom;
+    if (n_gen < 0 || oom || add_message(ch, "assistant", ch->part[0].p, ch->part[1].n ? ch->part[1].p : NULL))
+        return fprintf(stderr, "trit chat: generation failed\n"), -1;
     double t2 = now_s();
     fprintf(stderr, "[ Prompt: %.1f t/s | Generation: %.1f t/s ] (%d prompt, %d generated tokens)\n",
             n_prompt / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_gen / (t2 - t1 > 0 ? t2 - t1 : 1e-9), n_prompt, n_gen);
@@ -315,7 +347,7 @@ int cmd_chat(int argc, char **argv) {
     int rc = 1;
     ch.tmpl = pick_template(&o, ch.m);
     ch.logits = malloc((size_t)trit_model_n_vocab(ch.m) * sizeof *ch.logits);
-    if (!ch.logits || (o.system && add_message(&ch, "system", o.system, strlen(o.system)))) {
+    if (!ch.logits || (o.system && add_message(&ch, "system", o.system, NULL))) {
         fprintf(stderr, "trit chat: out of memory\n");
     } else {
         install_sigint();
@@ -323,6 +355,8 @@ int cmd_chat(int argc, char **argv) {
     }
     while (ch.n_msgs) drop_last_message(&ch);
     free(ch.msgs);
+    free(ch.part[0].p);
+    free(ch.part[1].p);
     free(ch.cached);
     free(ch.logits);
     gen_close(ch.m, ch.s, ch.smp);
