@@ -1342,6 +1342,7 @@ static int contains(J *j, val item, val coll, int line) {
             if (equal(j, item, coll.u.l->v[i], 0)) return 1;
         return 0;
     case V_DICT: case V_NS: return item.k == V_STR && dict_find(j, coll.u.d, item.u.s) != NULL;
+    case V_UNDEF: return 0; /* Jinja's Undefined iterates as empty */
     default: die(j, JINJA_UNSUPPORTED, line, "'in' needs a string, list or dict, not a %s", kind_name(coll.k));
     }
 }
@@ -1351,6 +1352,7 @@ static val concat_lists(J *j, vlist *a, vlist *b) {
     memcpy(l->v, a->v, a->n * sizeof *l->v);
     memcpy(l->v + a->n, b->v, b->n * sizeof *l->v);
     l->n = a->n + b->n;
+    l->tuple = a->tuple && b->tuple;
     return vlistv(l);
 }
 
@@ -1366,6 +1368,7 @@ static val repeat(J *j, val s, long long times, int line) {
     }
     vlist *l = list_new(j, s.u.l->n * (size_t)times);
     for (long long i = 0; i < times; i++) memcpy(l->v + l->n, s.u.l->v, s.u.l->n * sizeof(val)), l->n += s.u.l->n;
+    l->tuple = s.u.l->tuple;
     return vlistv(l);
 }
 
@@ -1616,7 +1619,13 @@ static val apply_filter(J *j, node *n, val v, scope *sc) {
         if (v.k != V_DICT) die(j, JINJA_UNSUPPORTED, line, "items needs a dict, not a %s", kind_name(v.k));
         return dict_items(j, v.u.d, 0);
     }
-    if (str_eq(f, "list")) return want_args(j, &a, 0, 0, "list", line), vlistv(iterate(j, v, line));
+    if (str_eq(f, "list")) {
+        want_args(j, &a, 0, 0, "list", line);
+        vlist *src = iterate(j, v, line), *l = list_new(j, src->n);
+        memcpy(l->v, src->v, src->n * sizeof *l->v);
+        l->n = src->n;
+        return vlistv(l);
+    }
     if (str_eq(f, "reverse")) return want_args(j, &a, 0, 0, "reverse", line), reversed(j, v, line);
     if (str_eq(f, "replace")) {
         want_args(j, &a, 2, 2, "replace", line);
@@ -1679,7 +1688,8 @@ static val get_attr(J *j, val obj, str name, int line) {
     return vundef();
 }
 
-/* Python index semantics: negative counts from the end; out of range gives undefined. */
+/* Python index semantics: negative counts from the end. As in Jinja, a missing key, an index out
+ * of range or a value that has no items gives undefined. */
 static val get_item(J *j, val obj, val key, int line) {
     if (obj.k == V_UNDEF) die(j, JINJA_UNSUPPORTED, line, "subscript of an undefined value");
     if (obj.k == V_DICT || obj.k == V_NS) {
@@ -1688,7 +1698,7 @@ static val get_item(J *j, val obj, val key, int line) {
         return v ? *v : vundef();
     }
     if (obj.k == V_LIST || obj.k == V_STR) {
-        if (key.k != V_INT && key.k != V_BOOL) die(j, JINJA_UNSUPPORTED, line, "index must be an integer, not a %s", kind_name(key.k));
+        if (key.k != V_INT && key.k != V_BOOL) return vundef();
         size_t n, *off = NULL;
         if (obj.k == V_STR) off = cp_offsets(j, obj.u.s, &n);
         else n = obj.u.l->n;
@@ -1698,8 +1708,8 @@ static val get_item(J *j, val obj, val key, int line) {
         if (obj.k == V_LIST) return obj.u.l->v[i];
         return vstr((str){obj.u.s.p + off[i], off[i + 1] - off[i]});
     }
-    if (obj.k == V_LOOP || key.k != V_STR) return vundef();
-    return get_attr(j, obj, key.u.s, line);
+    if (obj.k == V_LOOP && key.k == V_STR) return get_attr(j, obj, key.u.s, line);
+    return vundef();
 }
 
 static long long slice_bound(J *j, node *e, scope *sc, long long def, long long n, long long step) {
@@ -1727,6 +1737,7 @@ static val get_slice(J *j, node *n, scope *sc) {
     long long hi = slice_bound(j, n->c, sc, step > 0 ? len : -1, len, step);
     vlist *l = list_new(j, items->n);
     for (long long i = lo; step > 0 ? i < hi : i > hi; i += step) l->v[l->n++] = items->v[i];
+    l->tuple = items->tuple;
     if (obj.k == V_LIST) return vlistv(l);
     sbuf b = {0};
     for (size_t i = 0; i < l->n; i++) sb_put(j, &b, l->v[i].u.s.p, l->v[i].u.s.n);
