@@ -1178,17 +1178,22 @@ static uint32_t decode(const char *p, const char *end, size_t *len) {
     return cp;
 }
 
-/* Byte offsets of each code point, plus the end: Python indexes strings by code point. */
-static size_t *cp_offsets(J *j, str s, size_t *count) {
-    size_t *off = alloc(j, (s.n + 1) * sizeof *off), n = 0, len;
+/* Python counts and indexes strings by code point. */
+static size_t cp_count(J *j, str s) {
+    size_t n = 0, len;
     charge(j, (long long)s.n / 64, 0);
-    for (size_t i = 0; i < s.n; i += len) {
-        off[n++] = i;
+    for (size_t i = 0; i < s.n; i += len, n++) decode(s.p + i, s.p + s.n, &len);
+    return n;
+}
+
+/* The k-th code point of s (k < its count). */
+static str cp_at(J *j, str s, size_t k) {
+    size_t i = 0, len = 0;
+    charge(j, (long long)s.n / 64, 0);
+    for (;; i += len) {
         decode(s.p + i, s.p + s.n, &len);
+        if (k-- == 0) return (str){s.p + i, len};
     }
-    off[n] = s.n;
-    *count = n;
-    return off;
 }
 
 static int py_space(uint32_t c) {
@@ -1206,12 +1211,16 @@ static int in_set(uint32_t c, const str *chars) {
 
 /* str.strip / lstrip / rstrip: which 1 = left, 2 = right, 3 = both; chars NULL = whitespace. */
 static str py_strip(J *j, str s, const str *chars, int which) {
-    size_t n = 0, *off = cp_offsets(j, s, &n), lo = 0, hi = n, len;
+    size_t lo = 0, hi = s.n, len;
+    charge(j, (long long)s.n / 64, 0);
     if (which & 1)
-        while (lo < hi && in_set(decode(s.p + off[lo], s.p + s.n, &len), chars)) lo++;
-    if (which & 2)
-        while (hi > lo && in_set(decode(s.p + off[hi - 1], s.p + s.n, &len), chars)) hi--;
-    return (str){s.p + off[lo], off[hi] - off[lo]};
+        while (lo < s.n && in_set(decode(s.p + lo, s.p + s.n, &len), chars)) lo += len;
+    if (which & 2) { /* forward, so invalid UTF-8 splits the same way from both ends */
+        hi = lo;
+        for (size_t i = lo; i < s.n; i += len)
+            if (!in_set(decode(s.p + i, s.p + s.n, &len), chars)) hi = i + len;
+    }
+    return (str){s.p + lo, hi - lo};
 }
 
 static const char *find_sub(const char *h, size_t hn, str needle) {
@@ -1222,33 +1231,35 @@ static const char *find_sub(const char *h, size_t hn, str needle) {
 }
 
 
-static val py_split(J *j, str s, const str *sep, long long maxsplit, int line) {
-    charge(j, (long long)s.n / 64, line);
-    vlist *l = list_new(j, s.n + 1);
+/* One pass of str.split: counts the pieces, and stores them when l is not NULL. */
+static size_t split_pass(J *j, str s, const str *sep, long long maxsplit, vlist *l) {
     const char *p = s.p, *end = s.p + s.n;
+    size_t n = 0, len;
+    charge(j, (long long)s.n / 64, 0);
     if (sep) {
-        if (sep->n == 0) die(j, JINJA_UNSUPPORTED, line, "split() with an empty separator");
         const char *hit;
-        while ((maxsplit < 0 || (long long)l->n < maxsplit) && (hit = find_sub(p, (size_t)(end - p), *sep))) {
-            l->v[l->n++] = vstr((str){p, (size_t)(hit - p)});
+        for (; (maxsplit < 0 || (long long)n < maxsplit) && (hit = find_sub(p, (size_t)(end - p), *sep)); n++) {
+            if (l) l->v[n] = vstr((str){p, (size_t)(hit - p)});
             p = hit + sep->n;
         }
-        l->v[l->n++] = vstr((str){p, (size_t)(end - p)});
-        return vlistv(l);
+        if (l) l->v[n] = vstr((str){p, (size_t)(end - p)});
+        return n + 1;
     }
-    size_t len;
-    for (;;) {
+    for (;; n++) {
         while (p < end && py_space(decode(p, end, &len))) p += len;
-        if (p >= end) break;
-        if (maxsplit >= 0 && (long long)l->n == maxsplit) {
-            str rest = py_strip(j, (str){p, (size_t)(end - p)}, NULL, 2);
-            l->v[l->n++] = vstr(rest);
-            break;
-        }
+        if (p >= end) return n;
         const char *w = p;
-        while (p < end && !py_space(decode(p, end, &len))) p += len;
-        l->v[l->n++] = vstr((str){w, (size_t)(p - w)});
+        if (maxsplit >= 0 && (long long)n == maxsplit) p = end;
+        else
+            while (p < end && !py_space(decode(p, end, &len))) p += len;
+        if (l) l->v[n] = vstr((str){w, (size_t)(p - w)}); /* the rest after maxsplit keeps its trailing space */
     }
+}
+
+static val py_split(J *j, str s, const str *sep, long long maxsplit, int line) {
+    if (sep && sep->n == 0) die(j, JINJA_UNSUPPORTED, line, "split() with an empty separator");
+    vlist *l = list_new(j, split_pass(j, s, sep, maxsplit, NULL));
+    l->n = split_pass(j, s, sep, maxsplit, l);
     return vlistv(l);
 }
 
@@ -1516,9 +1527,8 @@ static int call_method(J *j, val obj, str name, const argv_t *a, int line, val *
 }
 
 static long long length_of(J *j, val v, int line) {
-    size_t n;
     switch (v.k) {
-    case V_STR: cp_offsets(j, v.u.s, &n); return (long long)n;
+    case V_STR: return (long long)cp_count(j, v.u.s);
     case V_LIST: return (long long)v.u.l->n;
     case V_DICT: case V_NS: return (long long)v.u.d->n;
     case V_UNDEF: return 0;
@@ -1531,10 +1541,11 @@ static vlist *iterate(J *j, val v, int line) {
     if (v.k == V_LIST) return v.u.l;
     if (v.k == V_DICT) return dict_items(j, v.u.d, 1).u.l;
     if (v.k == V_STR) {
-        size_t n, *off = cp_offsets(j, v.u.s, &n);
-        vlist *l = list_new(j, n);
-        for (size_t i = 0; i < n; i++) l->v[i] = vstr((str){v.u.s.p + off[i], off[i + 1] - off[i]});
-        l->n = n;
+        vlist *l = list_new(j, cp_count(j, v.u.s));
+        for (size_t i = 0, len; i < v.u.s.n; i += len) {
+            decode(v.u.s.p + i, v.u.s.p + v.u.s.n, &len);
+            l->v[l->n++] = vstr((str){v.u.s.p + i, len});
+        }
         return l;
     }
     if (v.k == V_UNDEF) return list_new(j, 0); /* as Jinja's Undefined */
@@ -1699,14 +1710,11 @@ static val get_item(J *j, val obj, val key, int line) {
     }
     if (obj.k == V_LIST || obj.k == V_STR) {
         if (key.k != V_INT && key.k != V_BOOL) return vundef();
-        size_t n, *off = NULL;
-        if (obj.k == V_STR) off = cp_offsets(j, obj.u.s, &n);
-        else n = obj.u.l->n;
+        size_t n = obj.k == V_STR ? cp_count(j, obj.u.s) : obj.u.l->n;
         long long i = num_i(key);
         if (i < 0) i += (long long)n;
         if (i < 0 || i >= (long long)n) return vundef();
-        if (obj.k == V_LIST) return obj.u.l->v[i];
-        return vstr((str){obj.u.s.p + off[i], off[i + 1] - off[i]});
+        return obj.k == V_LIST ? obj.u.l->v[i] : vstr(cp_at(j, obj.u.s, (size_t)i));
     }
     if (obj.k == V_LOOP && key.k == V_STR) return get_attr(j, obj, key.u.s, line);
     return vundef();

@@ -82,6 +82,29 @@ static void test_chatml_matches_qwen3(void) {
     check_fixture("tests/data/chat/qwen3.json", "chatml");
 }
 
+/* A long conversation stays well inside the bounds and agrees with the built-in renderer. */
+static void test_long_conversation(void) {
+    enum { N = 400, LEN = 4000 };
+    char *q = qwen3_template();
+    trit_chat_message *m = calloc(N, sizeof *m);
+    char *text = malloc(LEN + 32), user[100];
+    REQUIRE(q && m && text);
+    for (int i = 0; i < LEN; i++) text[i] = (char)('a' + i % 26);
+    snprintf(text + LEN, 32, "</think>\n\nanswer");
+    memcpy(user, text, sizeof user - 1);
+    user[sizeof user - 1] = 0;
+    for (int i = 0; i < N; i++) m[i] = (trit_chat_message){i % 2 ? "assistant" : "user", i % 2 ? text : user, NULL};
+    char err[512];
+    clock_t t0 = clock();
+    char *got = trit_chat_render(q, m, N, 1, 1, err, sizeof err);
+    double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    char *want = chat_render_chatml(m, N, 1, 1);
+    CHECKF(got && !err[0], "%s", err);
+    CHECK(got && want && !strcmp(got, want));
+    CHECKF(s < 5, "%.2f s", s);
+    free(got), free(want), free(text), free(m), free(q);
+}
+
 /* The template stored in a real GGUF, read through the GGUF reader. */
 static void test_gguf_template(void) {
     trit_err e = {{0}};
@@ -467,6 +490,7 @@ static void test_chat_cli_flags(void) {
 const test_case chat_tests[] = {
     {"qwen3_template", test_qwen3_template},
     {"chatml_matches_qwen3", test_chatml_matches_qwen3},
+    {"long_conversation", test_long_conversation},
     {"gguf_template", test_gguf_template},
     {"model_template", test_model_template},
     {"jinja_features", test_jinja_features},
