@@ -21,14 +21,18 @@ static const char *usage =
     "  --system TEXT           system prompt\n"
     "  --reasoning on|off      show the model's thinking dimmed (on, default) or disable thinking (off)\n"
     "  --chat-template NAME    a built-in template (chatml) or Jinja text instead of the model's own\n"
+    "  --chat-template-file F  read the Jinja template from a file\n"
     "  -n, --n-predict N       tokens per reply at most (-1 = until end of text or context; default -1)\n" GEN_USAGE
     "in the chat: /exit (or end of input) leaves; Ctrl-C stops a reply\n";
 
 #define DIM "\033[2m"
 #define RESET "\033[0m"
 
+#define TEMPLATE_MAX_BYTES (1u << 20)
+
 typedef struct {
     const char *system, *tmpl_name;
+    char *tmpl_file; /* the text of --chat-template-file (owned) */
     int reasoning, n_predict;
     gen_opts g;
 } chat_opts;
@@ -77,6 +81,11 @@ static int parse(int argc, char **argv, chat_opts *o) {
             if (!(v = arg_value(c, argc, argv, &i)) || arg_int(c, a, v, -1, 1 << 30, &o->n_predict)) return -1;
         } else if (!strcmp(a, "--chat-template")) {
             if (!(o->tmpl_name = arg_value(c, argc, argv, &i))) return -1;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            size_t len;
+            if (!(v = arg_value(c, argc, argv, &i))) return -1;
+            free(o->tmpl_file);
+            if (!(o->tmpl_file = arg_read_file(c, v, TEMPLATE_MAX_BYTES, &len))) return -1;
         } else if (!strcmp(a, "--reasoning")) {
             if (!(v = arg_value(c, argc, argv, &i))) return -1;
             if (strcmp(v, "on") && strcmp(v, "off"))
@@ -87,6 +96,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
             return -1;
         }
     }
+    if (o->tmpl_name && o->tmpl_file)
+        return fprintf(stderr, "trit chat: give --chat-template or --chat-template-file, not both\n"), -1;
     return gen_check(c, &o->g);
 }
 
@@ -334,6 +345,7 @@ static void install_sigint(void) {
 
 static const char *pick_template(const chat_opts *o, trit_model *m) {
     if (o->tmpl_name) return o->tmpl_name;
+    if (o->tmpl_file) return o->tmpl_file;
     const char *t = trit_model_chat_template(m);
     if (!t) fprintf(stderr, "trit chat: the model has no chat template; using chatml\n");
     return t ? t : "chatml";
@@ -341,9 +353,11 @@ static const char *pick_template(const chat_opts *o, trit_model *m) {
 
 int cmd_chat(int argc, char **argv) {
     chat_opts o = {.reasoning = 1, .n_predict = -1, .g = gen_default_opts()};
-    if (parse(argc, argv, &o)) return 1;
     chat ch = {.o = &o, .color = isatty(STDOUT_FILENO)};
-    if (gen_open("chat", &o.g, &ch.m, &ch.s, &ch.smp)) return 1;
+    if (parse(argc, argv, &o) || gen_open("chat", &o.g, &ch.m, &ch.s, &ch.smp)) {
+        free(o.tmpl_file);
+        return 1;
+    }
     int rc = 1;
     ch.tmpl = pick_template(&o, ch.m);
     ch.logits = malloc((size_t)trit_model_n_vocab(ch.m) * sizeof *ch.logits);
@@ -360,5 +374,6 @@ int cmd_chat(int argc, char **argv) {
     free(ch.cached);
     free(ch.logits);
     gen_close(ch.m, ch.s, ch.smp);
+    free(o.tmpl_file);
     return rc;
 }

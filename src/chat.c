@@ -83,7 +83,7 @@ static int is_role(const trit_chat_message *m, const char *role) { return m->rol
 
 static int is_tool_response(const char *c) {
     size_t n = c ? strlen(c) : 0;
-    return n >= 32 && !strncmp(c, "<tool_response>", 15) && !strcmp(c + n - 16, "</tool_response>");
+    return n >= 16 && !strncmp(c, "<tool_response>", 15) && !strcmp(c + n - 16, "</tool_response>");
 }
 
 static void put_turn(buf *b, const char *role, const char *content) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -387,19 +388,36 @@ static long term_wait(term *t, size_t from, const char *want, double timeout_s) 
     }
 }
 
+/* Waits until the line editor has the terminal in raw mode: what is typed before that goes
+ * through the cooked line discipline, where a Ctrl-D can be lost. */
+static int term_wait_raw(term *t, double timeout_s) {
+    for (int tick = 0; tick < (int)(timeout_s * 100); tick++) {
+        struct termios tio;
+        if (tcgetattr(t->fd, &tio) == 0 && !(tio.c_lflag & ICANON)) return 0;
+        usleep(10000);
+    }
+    return -1;
+}
+
 static void term_type(term *t, const char *s) {
     ssize_t w = write(t->fd, s, strlen(s));
     (void)w;
 }
 
-/* Waits for the child to exit; returns its status, or -1 (after killing it) past timeout_s. */
+/* Waits for the child to exit; returns its status, -100 - the signal that ended it, or -1 (after
+ * killing it) past timeout_s. */
 static int term_finish(term *t, double timeout_s) {
     int st = 0;
-    for (double waited = 0; waited < timeout_s; waited += 0.05) {
-        term_wait(t, t->n, "\x01", 0); /* drain output so the child never blocks on the terminal */
+    for (int tick = 1; tick <= (int)(timeout_s * 20); tick++) {
+        struct pollfd p = {t->fd, POLLIN, 0};
+        if (poll(&p, 1, 0) > 0 && t->n + 1 < sizeof t->out) { /* drain: the child must never block on output */
+            ssize_t r = read(t->fd, t->out + t->n, sizeof t->out - 1 - t->n);
+            if (r > 0) t->n += (size_t)r;
+            t->out[t->n] = 0;
+        }
         if (waitpid(t->pid, &st, WNOHANG) == t->pid) {
             close(t->fd);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -100 - WTERMSIG(st);
         }
         usleep(50000);
     }
@@ -419,6 +437,7 @@ static void test_chat_cli_turns(void) {
     REQUIRE(term_start(&t, args) == 0);
     long p = term_wait(&t, 0, "> ", TIMEOUT);
     CHECKF(p >= 0, "no prompt:\n%s", t.out);
+    CHECK(term_wait_raw(&t, TIMEOUT) == 0);
     term_type(&t, "Once upon a time\r");
     long timing = term_wait(&t, (size_t)p, "[ Prompt:", TIMEOUT);
     long again = timing >= 0 ? term_wait(&t, (size_t)timing, "> ", TIMEOUT) : -1;
@@ -427,6 +446,7 @@ static void test_chat_cli_turns(void) {
     CHECKF(echo >= 0 && timing - echo > 30, "no reply between the line and the timing:\n%s", t.out);
     CHECKF(strstr(t.out, "(46 prompt, 16 generated tokens)") || strstr(t.out, "16 generated tokens"), "%s", t.out);
     if (again >= 0) {
+        CHECK(term_wait_raw(&t, TIMEOUT) == 0);
         term_type(&t, "Tell me more\r");
         long t2 = term_wait(&t, (size_t)again, "[ Prompt:", TIMEOUT);
         CHECKF(t2 >= 0 && term_wait(&t, (size_t)t2, "> ", TIMEOUT) >= 0, "second turn:\n%s", t.out);
@@ -435,6 +455,7 @@ static void test_chat_cli_turns(void) {
         int n_prompt = line ? atoi(line + 3) : -1;
         CHECKF(n_prompt > 0 && n_prompt < 62, "second turn evaluated %d prompt tokens", n_prompt);
     }
+    CHECK(term_wait_raw(&t, TIMEOUT) == 0);
     term_type(&t, "/exit\r");
     int rc = term_finish(&t, TIMEOUT);
     CHECKF(rc == 0, "exit status %d:\n%s", rc, t.out);
@@ -448,6 +469,7 @@ static void test_chat_cli_interrupt(void) {
     REQUIRE(term_start(&t, args) == 0);
     long p = term_wait(&t, 0, "> ", TIMEOUT);
     CHECKF(p >= 0, "no prompt:\n%s", t.out);
+    CHECK(term_wait_raw(&t, TIMEOUT) == 0);
     term_type(&t, "Once upon a time\r");
     long echo = term_wait(&t, (size_t)p, "Once upon a time", TIMEOUT);
     /* some of the reply, then Ctrl-C long before the 4096-token context is full */
@@ -457,6 +479,7 @@ static void test_chat_cli_interrupt(void) {
     CHECKF(stopped >= 0, "Ctrl-C did not stop the reply:\n%s", t.out);
     long again = stopped >= 0 ? term_wait(&t, (size_t)stopped, "> ", TIMEOUT) : -1;
     CHECKF(again >= 0, "no prompt after Ctrl-C:\n%s", t.out);
+    CHECK(term_wait_raw(&t, TIMEOUT) == 0);
     term_type(&t, "\x04");
     int rc = term_finish(&t, TIMEOUT);
     CHECKF(rc == 0, "exit status %d:\n%s", rc, t.out);
@@ -465,7 +488,9 @@ static void test_chat_cli_interrupt(void) {
 /* Bad flags: one line on stderr and status 1, as every command. */
 static void test_chat_cli_flags(void) {
     static const char *cases[] = {"chat", "chat -m %s --reasoning maybe", "chat -m %s --bogus", "chat -m %s -n x",
-                                  "chat -m /nonexistent.gguf", "chat -m %s --chat-template"};
+                                  "chat -m /nonexistent.gguf", "chat -m %s --chat-template",
+                                  "chat -m %s --chat-template-file /nonexistent.jinja",
+                                  "chat -m %s --chat-template chatml --chat-template-file README.md"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[1024], cmd[2048], *out = NULL;
         snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
@@ -485,6 +510,18 @@ static void test_chat_cli_flags(void) {
              trit_bin(), shared_path("data/models/stories260K.gguf"));
     CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "unknown chat template 'nosuch'"));
     free(out);
+    /* a template from a file renders the prompt (its text is the model's input, not shown) */
+    char path[] = "/tmp/trit-chat-tmpl-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    const char *tmpl = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:";
+    CHECK(write(fd, tmpl, strlen(tmpl)) == (ssize_t)strlen(tmpl));
+    close(fd);
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n/exit\\n' | %s chat -m %s --chat-template-file %s -n 4 --temp 0 2>&1",
+             trit_bin(), shared_path("data/models/stories260K.gguf"), path);
+    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "4 generated tokens") && !strstr(out, "trit chat:"));
+    free(out);
+    unlink(path);
 }
 
 const test_case chat_tests[] = {
