@@ -1320,7 +1320,10 @@ static int equal(J *j, val a, val b, int depth) {
             if (!o || !equal(j, a.u.d->vals[i], *o, depth + 1)) return 0;
         }
         return 1;
-    default: return a.u.d == b.u.d;
+    case V_FUNC: return a.u.fn == b.u.fn;
+    case V_MACRO: return a.u.m == b.u.m;
+    case V_LOOP: return a.u.lp == b.u.lp;
+    default: return a.u.d == b.u.d; /* namespaces: the same object */
     }
 }
 
