@@ -18,6 +18,8 @@ endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -ljansson -lutf8proc -lm -lpthread
+# line editing for trit chat; the library does not need it
+CLI_LDLIBS := -ledit
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
@@ -26,7 +28,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz clean help bench bench-kernels arm-test
+.PHONY: all test asan fuzz fuzz-jinja clean help bench bench-kernels arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -53,7 +55,7 @@ $(BUILD)/libtrit.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/trit: $(CLI_OBJ) $(BUILD)/libtrit.a
-	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/trit-tests: $(TEST_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
@@ -105,6 +107,18 @@ $(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
 bench: all $(BUILD)/bandwidth
 	bench/compare.sh
 
+# libFuzzer target for the chat-template interpreter, seeded with the templates of the tests.
+JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
+$(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz-jinja: $(JINJA_FUZZ_BIN)
+	@mkdir -p build/fuzz/jinja-corpus
+	python3 -c 'import json,sys; [open("build/fuzz/jinja-corpus/seed%d" % i, "w").write(c["template"]) for i, c in enumerate(json.load(open("tests/data/chat/jinja_templates.json")))]'
+	python3 -c 'import json; open("build/fuzz/jinja-corpus/qwen3", "w").write(json.load(open("$(SHARED)/data/tokenizers/qwen3/tokenizer_config.json"))["chat_template"])'
+	$(JINJA_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -dict=fuzz/jinja.dict build/fuzz/jinja-corpus
+
 clean:
 	rm -rf build
 
@@ -116,6 +130,8 @@ help:
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
+
+	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

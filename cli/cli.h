@@ -4,6 +4,7 @@
 #define TRIT_CLI_H
 
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", cmd_run, "generate text from a GGUF model"},
+    {"chat", cmd_chat, "chat with a model in the terminal"},
     {"tokenize", cmd_tokenize, "print the tokens of a text"},
     {"inspect", cmd_inspect, "show a GGUF file's metadata, tensors and ternary statistics"},
     {"logits", cmd_logits, "write the raw logits of a token sequence"},

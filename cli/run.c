@@ -6,34 +6,22 @@
 
 #include "args.h"
 #include "cli.h"
+#include "gen.h"
 #include "trit.h"
 
 #define PROMPT_MAX_BYTES (64u << 20)
 
 static const char *usage =
     "usage: trit run -m FILE (-p TEXT | -f FILE) [options]\n"
-    "  -m, --model FILE        GGUF model\n"
     "  -p, --prompt TEXT       prompt\n"
     "  -f, --file FILE         read the prompt from a file\n"
     "  -n, --n-predict N       tokens to generate (-1 = until end of text or context; default -1)\n"
-    "  -c, --ctx-size N        context length (default 4096)\n"
-    "  -t, --threads N         threads (default: physical cores)\n"
-    "  --temp F                temperature (default 0.8; 0 = greedy)\n"
-    "  --top-k N               top-k (default 40; 0 = off)\n"
-    "  --top-p F               top-p (default 0.95; 1 = off)\n"
-    "  --min-p F               min-p (default 0.05; 0 = off)\n"
-    "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n"
-    "  --repeat-last-n N       tokens the penalty looks back (default 64; -1 = all)\n"
-    "  -s, --seed N            sampling seed (default -1 = random)\n"
-    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"
-    "  --no-mmap               read the model into memory instead of mapping it\n"
-    "  -ngl, --n-gpu-layers N  layers on the GPU (this build has no GPU backend)\n"
-    "  --verbose-prompt        print the prompt's tokens to stderr\n";
+    "  --verbose-prompt        print the prompt's tokens to stderr\n" GEN_USAGE;
 
 typedef struct {
-    const char *model, *prompt, *prompt_file;
-    int n_predict, n_ctx, n_threads, n_gpu_layers, no_mmap, verbose_prompt, kv_f32[2];
-    trit_sampler_params sp;
+    const char *prompt, *prompt_file;
+    int n_predict, verbose_prompt;
+    gen_opts g;
 } run_opts;
 
 static double now_s(void) {
@@ -42,46 +30,30 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int is_flag(const char *a, const char *s1, const char *s2) {
-    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
-}
-
 static int parse(int argc, char **argv, run_opts *o) {
     const char *c = "run", *v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-#define IS(s1, s2) is_flag(a, s1, s2)
-#define VAL() if (!(v = arg_value(c, argc, argv, &i))) return -1
-        if (IS("-h", "--help")) {
+        int shared = gen_flag(c, argc, argv, &i, &o->g);
+        if (shared < 0) return -1;
+        if (shared) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(usage, stdout);
             exit(0);
-        } else if (IS("-m", "--model")) { VAL(); o->model = v; }
-        else if (IS("-p", "--prompt")) { VAL(); o->prompt = v; }
-        else if (IS("-f", "--file")) { VAL(); o->prompt_file = v; }
-        else if (IS("-n", "--n-predict")) { VAL(); if (arg_int(c, a, v, -1, 1 << 30, &o->n_predict)) return -1; }
-        else if (IS("-c", "--ctx-size")) { VAL(); if (arg_int(c, a, v, 0, 1 << 22, &o->n_ctx)) return -1; }
-        else if (IS("-t", "--threads")) { VAL(); if (arg_int(c, a, v, 1, 1024, &o->n_threads)) return -1; }
-        else if (IS("-ngl", "--n-gpu-layers")) { VAL(); if (arg_int(c, a, v, -1, 100000, &o->n_gpu_layers)) return -1; }
-        else if (IS("--temp", NULL)) { VAL(); if (arg_float(c, a, v, 0, 100, &o->sp.temp)) return -1; }
-        else if (IS("--top-k", NULL)) { VAL(); if (arg_int(c, a, v, 0, 1 << 30, &o->sp.top_k)) return -1; }
-        else if (IS("--top-p", NULL)) { VAL(); if (arg_float(c, a, v, 0, 1, &o->sp.top_p)) return -1; }
-        else if (IS("--min-p", NULL)) { VAL(); if (arg_float(c, a, v, 0, 1, &o->sp.min_p)) return -1; }
-        else if (IS("--repeat-penalty", NULL)) { VAL(); if (arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty)) return -1; }
-        else if (IS("--repeat-last-n", NULL)) { VAL(); if (arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n)) return -1; }
-        else if (IS("-s", "--seed")) { VAL(); if (arg_u64(c, a, v, &o->sp.seed)) return -1; }
-        else if (IS("-ctk", "--cache-type-k")) { VAL(); if (arg_cache_type(c, a, v, &o->kv_f32[0])) return -1; }
-        else if (IS("-ctv", "--cache-type-v")) { VAL(); if (arg_cache_type(c, a, v, &o->kv_f32[1])) return -1; }
-        else if (IS("--no-mmap", NULL)) o->no_mmap = 1;
-        else if (IS("--verbose-prompt", NULL)) o->verbose_prompt = 1;
-        else {
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (!(o->prompt = arg_value(c, argc, argv, &i))) return -1;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(o->prompt_file = arg_value(c, argc, argv, &i))) return -1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!(v = arg_value(c, argc, argv, &i)) || arg_int(c, a, v, -1, 1 << 30, &o->n_predict)) return -1;
+        } else if (!strcmp(a, "--verbose-prompt")) {
+            o->verbose_prompt = 1;
+        } else {
             fprintf(stderr, "trit run: unknown option '%s' (see trit run --help)\n", a);
             return -1;
         }
-#undef IS
-#undef VAL
     }
-    if (!o->model) return fprintf(stderr, "trit run: -m FILE is required\n"), -1;
-    if (o->kv_f32[0] != o->kv_f32[1]) return fprintf(stderr, "trit run: -ctk and -ctv must name the same type\n"), -1;
+    if (gen_check(c, &o->g)) return -1;
     if (!o->prompt == !o->prompt_file) return fprintf(stderr, "trit run: give exactly one of -p TEXT or -f FILE\n"), -1;
     return 0;
 }
@@ -159,31 +131,19 @@ out:
 }
 
 int cmd_run(int argc, char **argv) {
-    run_opts o = {.n_predict = -1, .n_ctx = 4096, .sp = trit_sampler_default_params()};
+    run_opts o = {.n_predict = -1, .g = gen_default_opts()};
     if (parse(argc, argv, &o)) return 1;
-    if (o.n_gpu_layers) fprintf(stderr, "trit run: this build has no GPU backend; -ngl ignored, running on the CPU\n");
-    char err[512];
     size_t len = 0;
     char *text = NULL;
     if (o.prompt_file && !(text = arg_read_file("run", o.prompt_file, PROMPT_MAX_BYTES, &len))) return 1;
-    trit_model_params mp = trit_model_default_params();
-    mp.use_mmap = !o.no_mmap;
-    trit_model *m = trit_model_load(o.model, &mp, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "trit run: %s\n", err);
-        free(text);
-        return 1;
-    }
-    trit_session_params sp = {.n_ctx = o.n_ctx, .n_threads = o.n_threads, .kv_f32 = o.kv_f32[0]};
-    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
-    trit_sampler *smp = trit_sampler_new(&o.sp, trit_model_n_vocab(m));
+    trit_model *m;
+    trit_session *s;
+    trit_sampler *smp;
     int rc = 1;
-    if (!s) fprintf(stderr, "trit run: %s\n", err);
-    else if (!smp) fprintf(stderr, "trit run: out of memory\n");
-    else rc = generate(m, s, smp, &o, text ? text : o.prompt, text ? len : strlen(o.prompt));
-    trit_sampler_free(smp);
-    trit_session_free(s);
-    trit_model_free(m);
+    if (!gen_open("run", &o.g, &m, &s, &smp)) {
+        rc = generate(m, s, smp, &o, text ? text : o.prompt, text ? len : strlen(o.prompt));
+        gen_close(m, s, smp);
+    }
     free(text);
     return rc;
 }

@@ -122,6 +122,47 @@ int32_t trit_sampler_sample(trit_sampler *s, const float *logits);
 void trit_sampler_accept(trit_sampler *s, int32_t tok);
 void trit_sampler_reset(trit_sampler *s);
 
+/* ---- chat ---- */
+typedef struct {
+    const char *role;              /* "system", "user", "assistant" or "tool" */
+    const char *content;           /* NULL reads as "" */
+    const char *reasoning_content; /* NULL: not given (templates split <think>...</think> out of content) */
+} trit_chat_message;
+
+/* The model's Jinja chat template (GGUF tokenizer.chat_template), or NULL when it has none. */
+const char *trit_model_chat_template(const trit_model *m);
+
+/* Renders a conversation into prompt text. tmpl is a Jinja chat template (such as
+ * trit_model_chat_template's) or a built-in template's name ("chatml"); NULL means "chatml".
+ * enable_thinking = 0 asks a thinking model to answer without reasoning. Returns a malloc'd
+ * string (free() it), or NULL with err set. A ChatML-family template (one that mentions
+ * <|im_start|>) that the Jinja subset cannot render falls back to the built-in chatml: the
+ * result is returned and the reason left in err; otherwise err is "" on success. */
+char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs,
+                       int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+
+/* Whether rendered prompt text ends inside an open <think> block (the model's reply then starts
+ * with reasoning). */
+int trit_chat_opens_think(const char *prompt);
+
+/* Splits generated text into reasoning (inside <think>...</think>) and content while it streams:
+ * feed pieces as tokens arrive; a tag split across pieces is held back until it is decided.
+ * Newlines that only frame the tags are dropped, as the chat templates drop them. */
+typedef struct {
+    int state;
+    char held[32]; /* undecided bytes: framing newlines and a partial tag */
+    size_t n_held;
+} trit_think_split;
+
+/* Receives one run of text: reasoning != 0 for the inside of <think>...</think>. */
+typedef void (*trit_think_fn)(void *user, int reasoning, const char *text, size_t len);
+
+/* in_think != 0 when the prompt already opened <think> (see trit_chat_opens_think). */
+void trit_think_init(trit_think_split *t, int in_think);
+void trit_think_feed(trit_think_split *t, const char *text, size_t len, trit_think_fn fn, void *user);
+/* Passes on whatever is still held back (at the end of generation). */
+void trit_think_flush(trit_think_split *t, trit_think_fn fn, void *user);
+
 /* ---- files ---- */
 /* Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for every
  * ternary tensor, the fraction of zero trits per tensor and per layer; json != 0 prints one JSON

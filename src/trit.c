@@ -169,3 +169,8 @@ int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errle
     }
     return 0;
 }
+
+const char *trit_model_chat_template(const trit_model *m) {
+    const char *t = NULL;
+    return gguf_get_str(m->m->file, "tokenizer.chat_template", &t, NULL) == 1 ? t : NULL;
+}

@@ -18,6 +18,7 @@
     X(model)      \
     X(rotation)   \
     X(synth)      \
+    X(chat)       \
     X(cli)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)

@@ -1,0 +1,71 @@
+#include "gen.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+
+gen_opts gen_default_opts(void) {
+    gen_opts o = {.n_ctx = 4096, .sp = trit_sampler_default_params()};
+    return o;
+}
+
+static int is_flag(const char *a, const char *s1, const char *s2) {
+    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
+}
+
+int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
+    const char *a = argv[*i], *v;
+#define IS(s1, s2) is_flag(a, s1, s2)
+#define VAL() if (!(v = arg_value(c, argc, argv, i))) return -1
+#define CHECKED(call) return (call) ? -1 : 1
+    if (IS("-m", "--model")) { VAL(); o->model = v; return 1; }
+    if (IS("-c", "--ctx-size")) { VAL(); CHECKED(arg_int(c, a, v, 0, 1 << 22, &o->n_ctx)); }
+    if (IS("-t", "--threads")) { VAL(); CHECKED(arg_int(c, a, v, 1, 1024, &o->n_threads)); }
+    if (IS("-ngl", "--n-gpu-layers")) { VAL(); CHECKED(arg_int(c, a, v, -1, 100000, &o->n_gpu_layers)); }
+    if (IS("--temp", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 100, &o->sp.temp)); }
+    if (IS("--top-k", NULL)) { VAL(); CHECKED(arg_int(c, a, v, 0, 1 << 30, &o->sp.top_k)); }
+    if (IS("--top-p", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 1, &o->sp.top_p)); }
+    if (IS("--min-p", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 1, &o->sp.min_p)); }
+    if (IS("--repeat-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty)); }
+    if (IS("--repeat-last-n", NULL)) { VAL(); CHECKED(arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n)); }
+    if (IS("-s", "--seed")) { VAL(); CHECKED(arg_u64(c, a, v, &o->sp.seed)); }
+    if (IS("-ctk", "--cache-type-k")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0])); }
+    if (IS("-ctv", "--cache-type-v")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1])); }
+    if (IS("--no-mmap", NULL)) { o->no_mmap = 1; return 1; }
+#undef IS
+#undef VAL
+#undef CHECKED
+    return 0;
+}
+
+int gen_check(const char *cmd, const gen_opts *o) {
+    if (!o->model) return fprintf(stderr, "trit %s: -m FILE is required\n", cmd), -1;
+    if (o->kv_f32[0] != o->kv_f32[1]) return fprintf(stderr, "trit %s: -ctk and -ctv must name the same type\n", cmd), -1;
+    return 0;
+}
+
+int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **s, trit_sampler **smp) {
+    char err[512];
+    if (o->n_gpu_layers) fprintf(stderr, "trit %s: this build has no GPU backend; -ngl ignored, running on the CPU\n", cmd);
+    trit_model_params mp = trit_model_default_params();
+    mp.use_mmap = !o->no_mmap;
+    *s = NULL, *smp = NULL;
+    *m = trit_model_load(o->model, &mp, err, sizeof err);
+    if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
+    trit_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .kv_f32 = o->kv_f32[0]};
+    *s = trit_session_new(*m, &sp, err, sizeof err);
+    if (*s) *smp = trit_sampler_new(&o->sp, trit_model_n_vocab(*m));
+    if (*s && *smp) return 0;
+    if (!*s) fprintf(stderr, "trit %s: %s\n", cmd, err);
+    else fprintf(stderr, "trit %s: out of memory\n", cmd);
+    gen_close(*m, *s, *smp);
+    *m = NULL, *s = NULL, *smp = NULL;
+    return -1;
+}
+
+void gen_close(trit_model *m, trit_session *s, trit_sampler *smp) {
+    trit_sampler_free(smp);
+    trit_session_free(s);
+    trit_model_free(m);
+}

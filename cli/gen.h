@@ -1,0 +1,39 @@
+/* gen: what the commands that generate text (run, chat) share: model, context, threads,
+ * sampling, KV type and mapping flags, and opening the model, session and sampler. */
+#ifndef TRIT_GEN_H
+#define TRIT_GEN_H
+
+#include "trit.h"
+
+typedef struct {
+    const char *model;
+    int n_ctx, n_threads, n_gpu_layers, no_mmap, kv_f32[2];
+    trit_sampler_params sp;
+} gen_opts;
+
+#define GEN_USAGE \
+    "  -m, --model FILE        GGUF model\n" \
+    "  -c, --ctx-size N        context length (default 4096)\n" \
+    "  -t, --threads N         threads (default: physical cores)\n" \
+    "  --temp F                temperature (default 0.8; 0 = greedy)\n" \
+    "  --top-k N               top-k (default 40; 0 = off)\n" \
+    "  --top-p F               top-p (default 0.95; 1 = off)\n" \
+    "  --min-p F               min-p (default 0.05; 0 = off)\n" \
+    "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n" \
+    "  --repeat-last-n N       tokens the penalty looks back (default 64; -1 = all)\n" \
+    "  -s, --seed N            sampling seed (default -1 = random)\n" \
+    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n" \
+    "  --no-mmap               read the model into memory instead of mapping it\n" \
+    "  -ngl, --n-gpu-layers N  layers on the GPU (this build has no GPU backend)\n"
+
+gen_opts gen_default_opts(void);
+/* Consumes argv[*i] (and its value) when it is a shared flag: 1 when consumed, 0 when it is
+ * not one, -1 (with a message) on a bad value. */
+int gen_flag(const char *cmd, int argc, char **argv, int *i, gen_opts *o);
+/* Checks the parsed flags as a whole; -1 with a message. */
+int gen_check(const char *cmd, const gen_opts *o);
+/* Loads the model and makes a session and a sampler; -1 with a message (nothing left open). */
+int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **s, trit_sampler **smp);
+void gen_close(trit_model *m, trit_session *s, trit_sampler *smp);
+
+#endif
