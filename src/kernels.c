@@ -74,12 +74,17 @@ static uint64_t xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* F16C from CPUID directly: clang's __builtin_cpu_supports does not know it. */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static int cpu_has(int v) {
     __builtin_cpu_init();
     uint64_t x = xcr0();
     int avx_os = (x & 0x6) == 0x6, avx512_os = (x & 0xe6) == 0xe6;
-    int avx2 = avx_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    int avx2 = avx_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (v == V_AVX2) return avx2;
     if (v == V_AVX512)
         return avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -15,7 +15,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 
-enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2 };
+enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2, K_Q8 };
 enum { DEC_R = 4, PP_R = 4, PP_T = 3 };
 
 typedef struct { int nb, bytes, d_off; } kind_info;
@@ -52,10 +52,25 @@ INLINE __m512i trits(__m512i x, __m512i p) {
 
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
 #define R8(v) v, v, v, v, v, v, v, v
-static const uint8_t ptq1_pow[2][64] = {
-    {R16(1), R16(3), R16(9), R16(27)},
-    {R16(81), R8(1), R8(3), R8(9), R8(27), R8(81), 1, 1, 3, 3, 9, 9, 27, 27},
-};
+
+/* u = x * 3^e mod 256 per byte, e given as the masks of bytes with e >= 1, 2, ...: each step
+ * triples the selected bytes with two byte adds (cheaper than 16-bit multiplies, which AVX-512
+ * runs on one port). */
+INLINE __m512i triple_steps(__m512i u, const __mmask64 *ge, int steps) {
+    for (int s = 0; s < steps; s++) {
+        __m512i t = _mm512_mask_add_epi8(u, ge[s], u, u);
+        u = _mm512_mask_add_epi8(u, ge[s], t, u);
+    }
+    return u;
+}
+
+/* Codes (digit of u: (u*3) >> 8 = (u >= 86) + (u >= 171)) as unsigned bytes 0..2. */
+INLINE __m512i digit_codes(__m512i u) {
+    const __m512i one = _mm512_set1_epi8(1);
+    __m512i c = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(u, _mm512_set1_epi8(86)), one);
+    return _mm512_mask_add_epi8(c, _mm512_cmpge_epu8_mask(u, _mm512_set1_epi8((char)171)), c, one);
+}
+
 /* Bytes 12..27 of a block per 128-bit lane -> lanes 1-2: qs[16..23] twice; lane 3: qs[16..23],
  * then qh[h] for element 120+2n+h. Lane 0 is replaced by qs[0..15]. */
 static const uint8_t ptq1_tail[64] = {
@@ -65,12 +80,16 @@ static const uint8_t ptq1_tail[64] = {
     4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13,
 };
 
-/* Codes 64p..64p+63 of a PTQ1_0 block. */
+/* Codes 64p..64p+63 of a PTQ1_0 block. Pair 0: lane k is digit k of qs[0..15]. Pair 1, digit
+ * per byte: lane 0: 4; lane 1: 0 x8, 1 x8; lane 2: 2 x8, 3 x8; lane 3: 4 x8, qh 0,0,1,1,2,2,3,3. */
 INLINE __m512i ptq1_pair(const uint8_t *b, int p) {
+    static const __mmask64 ge0[3] = {0xffffffffffff0000ULL, 0xffffffff00000000ULL, 0xffff000000000000ULL};
+    static const __mmask64 ge1[4] = {0xfcffffffff00ffffULL, 0xf0ffffff0000ffffULL, 0xc0ffff000000ffffULL,
+                                     0x00ff00000000ffffULL};
     __m512i lo = bcast128(b);
-    if (p == 0) return trits(lo, pattern(ptq1_pow[0]));
+    if (p == 0) return digit_codes(triple_steps(lo, ge0, 3));
     __m512i hi = _mm512_shuffle_epi8(bcast128(b + 12), load512(ptq1_tail));
-    return trits(_mm512_mask_blend_epi64(0x03, hi, lo), pattern(ptq1_pow[1]));
+    return digit_codes(triple_steps(_mm512_mask_blend_epi64(0x03, hi, lo), ge1, 4));
 }
 
 static const uint8_t tq1_pow[4][64] = {
@@ -198,6 +217,45 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+/* ---- Q8_0 x Q8_0: int8 weights made unsigned (w ^ 0x80 = w + 128) for vpdpbusd; lanes start at
+ * -128 * (activation sums), so the shift cancels exactly. Two blocks per step, an odd last block
+ * alone with the upper half zero. */
+INLINE __m512i q8_pair(const uint8_t *b, int both) {
+    __m512i lo = _mm512_castsi256_si512(load256(b + 2));
+    return both ? _mm512_inserti64x4(lo, load256(b + 36), 1) : _mm512_inserti64x4(lo, _mm256_setzero_si256(), 1);
+}
+
+INLINE __m512 q8_scales(const uint8_t *b, int both) {
+    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(h2f(b)), both ? _mm512_set1_ps(h2f(b + 34)) : _mm512_setzero_ps());
+}
+
+INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const int64_t nb = n / QK8_0;
+    __m512 acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int both = i + 1 < nb;
+        const size_t off = (size_t)i * sizeof(block_q8_0);
+        __m512i av[4], neg[4];
+        __m512 da[4];
+        UNROLL for (int t = 0; t < T; t++) {
+            av[t] = q8_pair(a[t] + off, both);
+            neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, av[t]));
+            da[t] = q8_scales(a[t] + off, both);
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            __m512i c = _mm512_xor_si512(q8_pair(w[r] + off, both), bias);
+            __m512 dw = q8_scales(w[r] + off, both);
+            UNROLL for (int t = 0; t < T; t++) {
+                __m512i s = _mm512_dpbusd_epi32(neg[t], c, av[t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[t]), acc[r][t]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
 /* ---- Tiling: rows and tokens past the end repeat the last one (computed, not stored). */
 
 typedef struct {
@@ -218,6 +276,7 @@ INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t
     UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
     UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
     if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
+    else if (k == K_Q8) tile_q8(R, T, m->n, w, a, res);
     else tile_q8_0(k, R, T, m->n, w, a, res);
     for (int t = 0; t < T && t0 + t < m->n_tok; t++)
         for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
@@ -244,12 +303,14 @@ MATMUL(mm_q2_0, K_Q2)
 MATMUL(mm_tq1_0, K_TQ1)
 MATMUL(mm_tq2_0, K_TQ2)
 MATMUL(mm_pq2_0, K_PQ2)
+MATMUL(mm_q8_0, K_Q8)
 
 void kernels_avx512_init(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
     s->matmul[TYPE_TQ2_0] = mm_tq2_0;
     s->matmul[TYPE_TQ1_0] = mm_tq1_0;
+    s->matmul[TYPE_Q8_0] = mm_q8_0;
     s->matmul[TYPE_Q1_0] = mm_q1_0;
     s->matmul[TYPE_Q2_0] = mm_q2_0;
 }

@@ -126,17 +126,18 @@ static double abs_terms(uint32_t t, const uint8_t *w, const uint8_t *a, int64_t 
     return s;
 }
 
-/* One matmul case against every other variant; pad adds bytes to the strides and misaligns. */
+/* One matmul case against every other variant; pad adds bytes to the strides and moves the rows
+ * off 8-byte alignment (blocks keep the 4-byte alignment the reference's struct access needs). */
 static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wmode, int amode, int pad) {
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
-    size_t ws = wrow + (size_t)(pad ? 7 : 0), as = arow + (size_t)(pad ? 5 : 0), os = (size_t)rows + (pad ? 3 : 0);
-    size_t wbytes = (size_t)(rows - 1) * ws + wrow + 1, abytes = (size_t)(toks - 1) * as + arow + 1;
+    size_t ws = wrow + (size_t)(pad ? 12 : 0), as = arow + (size_t)(pad ? 4 : 0), os = (size_t)rows + (pad ? 3 : 0);
+    size_t wbytes = (size_t)(rows - 1) * ws + wrow + (pad ? 4 : 0), abytes = (size_t)(toks - 1) * as + arow + (pad ? 4 : 0);
     uint8_t *wbuf = malloc(wbytes), *abuf = malloc(abytes);
     float *tmp = malloc((size_t)n * 2 * sizeof(float)), *ref = calloc((size_t)toks * os, sizeof(float)),
           *got = calloc((size_t)toks * os, sizeof(float));
     REQUIRE(wbuf && abuf && tmp && ref && got);
-    uint8_t *w = wbuf + (pad ? 1 : 0), *a = abuf + (pad ? 1 : 0);
+    uint8_t *w = wbuf + (pad ? 4 : 0), *a = abuf + (pad ? 4 : 0);
     make_weights(t, w, ws, n, rows, wmode, tmp);
     make_acts((uint32_t)tt->vec_dot_type, a, as, n, toks, amode, tmp);
     kernels_variant("scalar")->matmul[t](n, w, ws, rows, a, as, toks, ref, os);
