@@ -17,6 +17,7 @@
     X(model)      \
     X(rotation)   \
     X(synth)      \
+    X(quant)      \
     X(cli)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)
