@@ -495,6 +495,7 @@ static int produce(void *ctx, int64_t row0, int64_t n, void *dst, trit_err *err)
     }
     account(t);
     if (j->p->log) report_tensor(t);
+    if (j->p->log && j->p->tty && t->index + 1 < j->n) progress(t, 1.0); /* the overall bar stays visible */
     return 0;
 }
 
