@@ -141,7 +141,7 @@ static int write_header(FILE *f, int n_ctx, int n_vocab, int n_chunks, const int
 }
 
 static int chunk_count(const ppl_params *p, int n_tokens, int n_ctx, int *n_chunks, trit_err *err) {
-    if (n_ctx < 2) return fail(err, "the context (-c) must be at least 2 tokens");
+    if (n_ctx < 4) return fail(err, "the context (-c) must be at least 4 tokens (half of it is scored)");
     if (n_tokens < 2 * n_ctx)
         return fail(err, "you need at least %d tokens to evaluate perplexity with a context of %d (the text has %d)",
                     2 * n_ctx, n_ctx, n_tokens);
@@ -323,7 +323,7 @@ static int read_base(FILE *f, const char *path, trit_model *m, uint32_t h[4], in
     char magic[8];
     if (fread(magic, 1, 8, f) != 8 || memcmp(magic, KLD_MAGIC, 8) || fread(h, 4, 4, f) != 4)
         return fail(err, "%s: not a trit KL-divergence base file", path);
-    if (h[0] < 2 || h[2] < 1 || h[3] != (uint64_t)h[0] * h[2] || h[3] > (1u << 30))
+    if (h[0] < 4 || h[2] < 1 || h[3] != (uint64_t)h[0] * h[2] || h[3] > (1u << 30))
         return fail(err, "%s: bad header (n_ctx %u, chunks %u, tokens %u)", path, h[0], h[2], h[3]);
     if ((int)h[1] != trit_model_n_vocab(m))
         return fail(err, "%s: the base model has %u logits per token, this model %d", path, h[1], trit_model_n_vocab(m));
