@@ -16,6 +16,8 @@ static const struct {
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
     {"bench", cmd_bench, "time prompt processing and generation (llama-bench formats)"},
     {"synth", cmd_synth, "write a random-weight model of a real family's shape"},
+    {"quantize", cmd_quantize, "convert a GGUF model to another weight type (fitted ternary scales, rotation)"},
+    {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama-perplexity formats)"},
 };
 
 static void usage(void) {

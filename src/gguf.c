@@ -20,6 +20,7 @@ typedef struct {
     uint64_t size, pos;
     const char *file;
     char where[200]; /* what is being read, for messages: "header", "key 'x'", "tensor 'y'" */
+    unsigned flags;  /* GGUF_OPEN_* */
     trit_err *err;
 } cursor;
 
@@ -364,6 +365,12 @@ static int legacy_q2_0(cursor *c, gguf_file *f, gguf_tensor **order, uint64_t *s
         size[i] = t->size / 18 * 64 / 128 * 34; /* values, then old blocks */
     }
     if (!first || spans_ok(c, f, order, size, 0)) return 0;
+    if (c->flags & GGUF_OPEN_LEGACY_Q2_0) { /* the same bytes are today's PQ2_0 */
+        for (size_t i = 0; i < f->n_tensors; i++)
+            if (f->tensors[i].type == TYPE_Q2_0) f->tensors[i].type = TYPE_PQ2_0, f->tensors[i].size = size[i];
+        f->legacy_q2_0 = 1;
+        return 0;
+    }
     return fail(c->err, "%s: legacy group-128 Q2_0 file: tensor '%.150s' and the other type-42 "
                 "tensors use PrismML's old \"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) "
                 "where type 42 now means group-64 Q2_0; convert the file to PQ2_0 (trit quantize "
@@ -429,8 +436,8 @@ static int read_header(cursor *c, gguf_file *f, uint64_t *n_tensors, uint64_t *n
     return 0;
 }
 
-static int parse(gguf_file *f, trit_err *err) {
-    cursor c = {.p = f->map.data, .size = f->map.size, .file = f->path, .err = err};
+static int parse(gguf_file *f, unsigned flags, trit_err *err) {
+    cursor c = {.p = f->map.data, .size = f->map.size, .file = f->path, .flags = flags, .err = err};
     uint64_t n_tensors, n_kv;
     if (read_header(&c, f, &n_tensors, &n_kv) || read_kvs(&c, f, n_kv) ||
         read_alignment(&c, f) || read_tensor_infos(&c, f, n_tensors))
@@ -455,14 +462,16 @@ static int one_line(trit_err *err) {
     return -1;
 }
 
-static gguf_file *open_map(gguf_file *f, trit_err *err) {
-    if (parse(f, err) == 0) return f;
+static gguf_file *open_map(gguf_file *f, unsigned flags, trit_err *err) {
+    if (parse(f, flags, err) == 0) return f;
     one_line(err);
     gguf_close(f);
     return NULL;
 }
 
-gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err) {
+gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err) { return gguf_open_flags(path, use_mmap, 0, err); }
+
+gguf_file *gguf_open_flags(const char *path, int use_mmap, unsigned flags, trit_err *err) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
@@ -474,7 +483,7 @@ gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err) {
         return NULL;
     }
     f->owns_map = 1;
-    return open_map(f, err);
+    return open_map(f, flags, err);
 }
 
 gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err) {
@@ -486,7 +495,7 @@ gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, tri
     }
     f->map.data = data;
     f->map.size = size;
-    return open_map(f, err);
+    return open_map(f, 0, err);
 }
 
 void gguf_close(gguf_file *f) {

@@ -59,6 +59,7 @@ typedef struct {
     uint64_t data_offset; /* start of the data section in the file */
     file_map map;
     int owns_map;                  /* 0 for gguf_open_buffer: the caller's bytes */
+    int legacy_q2_0;               /* GGUF_OPEN_LEGACY_Q2_0 relabelled legacy type-42 tensors */
     const gguf_kv **kv_by_key;     /* kv sorted by key, for lookups */
     const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
 } gguf_file;
@@ -67,6 +68,10 @@ typedef struct {
  * Refuses, among others, PrismML's legacy group-128 "Q2_0" files (type 42 holding PQ2_0
  * blocks), saying so. A file with no tensors may end right after its KVs. */
 gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err);
+/* gguf_open with flags. GGUF_OPEN_LEGACY_Q2_0: a legacy group-128 "Q2_0" file (see above)
+ * opens with its type-42 tensors relabelled PQ2_0 (the same bytes), for conversion. */
+#define GGUF_OPEN_LEGACY_Q2_0 1u
+gguf_file *gguf_open_flags(const char *path, int use_mmap, unsigned flags, trit_err *err);
 /* The same over a caller's buffer (not copied; must outlive the result). For fuzzing and tests. */
 gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err);
 void gguf_close(gguf_file *f);

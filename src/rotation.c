@@ -16,8 +16,13 @@ static const char *const folded_kinds[] = {
 };
 static const char *const rotatable_arches[] = {"llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
 
-/* "output.weight" or "blk.<n>.<kind>.weight" with a kind the fork folds. */
-static int valid_weight_name(const char *name) {
+int rot_arch_ok(const char *arch) {
+    for (size_t i = 0; i < sizeof rotatable_arches / sizeof rotatable_arches[0]; i++)
+        if (!strcmp(arch, rotatable_arches[i])) return 1;
+    return 0;
+}
+
+int rot_foldable_name(const char *name) {
     if (!strcmp(name, "output.weight")) return 1;
     if (strncmp(name, "blk.", 4)) return 0;
     const char *p = name + 4;
@@ -64,7 +69,7 @@ static int load_names(rot_contract *c, const struct model *m, trit_err *err) {
     if (!c->names) return fail(err, "out of memory");
     for (uint64_t i = 0; i < kv->n; i++) {
         const char *name = kv->strs[i].str;
-        if (!valid_weight_name(name))
+        if (!rot_foldable_name(name))
             return fail(err, "%s: '" KEY "weight_names' lists '%s', which is not a foldable weight", m->file->path, name);
         for (int j = 0; j < c->n_names; j++)
             if (!strcmp(c->names[j], name))
@@ -136,9 +141,7 @@ int rot_contract_load(rot_contract *c, const struct model *m, trit_err *err) {
     }
     c->present = 1;
     if (version != 1) return fail(err, "%s: '" KEY "version' = %lld is not supported (only 1)", m->file->path, (long long)version);
-    int ok = 0;
-    for (size_t i = 0; i < sizeof rotatable_arches / sizeof rotatable_arches[0]; i++) ok |= !strcmp(m->arch, rotatable_arches[i]);
-    if (!ok) return fail(err, "%s: architecture '%s' cannot carry a rotation contract", m->file->path, m->arch);
+    if (!rot_arch_ok(m->arch)) return fail(err, "%s: architecture '%s' cannot carry a rotation contract", m->file->path, m->arch);
     r = gguf_get_int(m->file, KEY "block_size", &block, err);
     if (r < 0) return -1;
     if (r == 0) return fail(err, "%s: the rotation contract lacks '" KEY "block_size'", m->file->path);

@@ -39,6 +39,12 @@ int rot_for_width(const rot_contract *c, int64_t ne0, const char *name, rotation
 /* Whether the contract lists this tensor name in weight_names. */
 int rot_lists(const rot_contract *c, const char *name);
 
+/* Whether a tensor name may appear in weight_names: "output.weight" or "blk.<n>.<kind>.weight"
+ * with a kind the fork folds (a matmul reading the residual stream, FFN hidden or mixer output). */
+int rot_foldable_name(const char *name);
+/* Whether an architecture may carry a contract. */
+int rot_arch_ok(const char *arch);
+
 /* x[0..width) <- H_b(s ⊙ x): the input a folded weight expects. */
 void rot_forward(const rotation *r, float *x);
 /* x[0..width) <- s ⊙ H_b(x): an embedding row back from the rotated basis. */

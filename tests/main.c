@@ -21,6 +21,7 @@
     X(rotation)   \
     X(synth)      \
     X(chat)       \
+    X(quant)      \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];
