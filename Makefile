@@ -17,13 +17,15 @@ else
 endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lutf8proc -lm -lpthread
+LDLIBS  := -ljansson -lutf8proc -lmicrohttpd -lm -lpthread
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
+SRV_SRC  := $(wildcard server/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
 .PHONY: all test asan fuzz clean help
@@ -40,10 +42,10 @@ $(BUILD)/libtrit.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/trit: $(CLI_OBJ) $(BUILD)/libtrit.a
+$(BUILD)/trit: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/trit-tests: $(TEST_OBJ) $(BUILD)/libtrit.a
+$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # Tests read ../shared and run the CLI binary; TEST= selects tests by substring.
@@ -74,4 +76,4 @@ help:
 	@echo "make fuzz       fuzz the GGUF reader for FUZZ_SECONDS (default 60)"
 	@echo "make clean      remove build/"
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -15,6 +15,7 @@ static const struct {
     {"logits", cmd_logits, "write the raw logits of a token sequence"},
     {"bench", cmd_bench, "time prompt processing and generation (llama-bench formats)"},
     {"synth", cmd_synth, "write a random-weight model of a real family's shape"},
+    {"serve", cmd_serve, "serve a model over HTTP (OpenAI and llama-server APIs)"},
 };
 
 static void usage(void) {
