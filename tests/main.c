@@ -17,7 +17,8 @@
     X(model)      \
     X(rotation)   \
     X(synth)      \
-    X(cli)
+    X(cli)        \
+    X(server)
 #define DECLARE(s) extern const test_case s##_tests[];
 SUITES(DECLARE)
 
