@@ -209,6 +209,7 @@ static int serve(server *sv) {
         rc = 0;
     } else fprintf(stderr, "trit serve: %s\n", err);
     atomic_store(&sv->ready, 0);
+    sched_stop(sv->sch); /* first, so that no connection waits on a task that never ends */
     http_stop(h);
     sched_free(sv->sch);
     trit_model_free(sv->model);

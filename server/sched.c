@@ -65,7 +65,7 @@ static void hist_add(uint64_t *h, double *sum, uint64_t *n, double v) {
 
 int sched_submit(sched *s, srv_task *t) {
     pthread_mutex_lock(&s->mu);
-    if (s->q_len >= s->cfg.queue_max) {
+    if (s->q_len >= s->cfg.queue_max || s->stop) {
         pthread_mutex_unlock(&s->mu);
         return -1;
     }
@@ -504,16 +504,20 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     return s;
 }
 
+void sched_stop(sched *s) {
+    if (!s || !s->th) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    s->th = 0;
+    drain(s);
+}
+
 void sched_free(sched *s) {
     if (!s) return;
-    if (s->th) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_signal(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->th, NULL);
-        drain(s);
-    }
+    sched_stop(s);
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         trit_session_free(sl->s);

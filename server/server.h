@@ -174,6 +174,8 @@ typedef struct {
 extern const double hist_bounds[HIST_BUCKETS];
 
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen);
+/* Ends every task (queued ones get 503) and refuses new ones; the connections can then finish. */
+void sched_stop(sched *s);
 void sched_free(sched *s);
 /* Queues a task; -1 when the queue is full (the caller keeps its reference). */
 int sched_submit(sched *s, srv_task *t);
