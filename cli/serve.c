@@ -26,6 +26,7 @@ static const char *usage =
     "  --metrics               enable GET /metrics                         LLAMA_ARG_ENDPOINT_METRICS\n"
     "  --slots, --no-slots     enable or disable GET /slots (default on)   LLAMA_ARG_ENDPOINT_SLOTS\n"
     "  --cors-origins LIST     origins allowed (* = any, localhost, or exact origins; default *) LLAMA_ARG_CORS_ORIGINS\n"
+    "  --sse-ping-interval N   seconds of stream silence before a keep-alive comment (default 30)\n"
     "  -n, --n-predict N       default max tokens (-1 = until the end)     LLAMA_ARG_N_PREDICT\n"
     "  --temp F, --top-k N, --top-p F, --min-p F, --repeat-penalty F, --repeat-last-n N, -s/--seed N\n"
     "                          sampling defaults (llama.cpp's defaults)\n"
@@ -53,6 +54,11 @@ static int set_np(serve_opts *o, const char *f, const char *v) { return arg_int(
 static int set_ctx(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 22, &o->c.n_ctx); }
 static int set_threads(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1024, &o->c.n_threads); }
 static int set_timeout(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 30, &o->c.timeout_s); }
+static int set_ping(serve_opts *o, const char *f, const char *v) {
+    int sec;
+    if (arg_int(C, f, v, 1, 3600, &sec)) return -1;
+    return o->c.ping_ms = sec * 1000, 0;
+}
 static int set_npredict(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1 << 30, &o->c.n_predict); }
 static int set_temp(serve_opts *o, const char *f, const char *v) { return arg_float(C, f, v, 0, 100, &o->c.sp.temp); }
 static int set_topk(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 30, &o->c.sp.top_k); }
@@ -102,6 +108,7 @@ static const struct {
     {NULL, "--slots", "LLAMA_ARG_ENDPOINT_SLOTS", "1", set_slots},
     {NULL, "--no-slots", NULL, "0", set_slots},
     {NULL, "--cors-origins", "LLAMA_ARG_CORS_ORIGINS", NULL, set_cors},
+    {NULL, "--sse-ping-interval", "LLAMA_ARG_SSE_PING_INTERVAL", NULL, set_ping},
     {"-n", "--n-predict", "LLAMA_ARG_N_PREDICT", NULL, set_npredict},
     {NULL, "--temp", "LLAMA_ARG_TEMP", NULL, set_temp},
     {NULL, "--top-k", "LLAMA_ARG_TOP_K", NULL, set_topk},

@@ -419,6 +419,30 @@ static void test_concurrent(void) {
     close_server(sv);
 }
 
+static void fast_ping(srv_config *c) { c->ping_ms = 1; }
+
+/* A stream waiting behind a busy slot sends keep-alive comments, then its data as usual. */
+static void test_sse_ping(void) {
+    server *sv = open_with(fast_ping);
+    REQUIRE(sv);
+    route_reply busy, r;
+    const char *b1 = "{\"prompt\":\"Once\",\"n_predict\":200,\"id_slot\":0,\"logit_bias\":[[2,false]]}";
+    const char *b2 = "{\"prompt\":\"Once\",\"n_predict\":2,\"id_slot\":0,\"stream\":true}";
+    route_request(sv, "POST", "/completion", NULL, b1, strlen(b1), &busy);
+    route_request(sv, "POST", "/completion", NULL, b2, strlen(b2), &r);
+    REQUIRE(busy.task && r.task);
+    sse_stream st = {.sv = sv, .t = r.task};
+    strbuf all = {0};
+    char *f;
+    while ((f = sse_next(&st, 5))) sb_add(&all, f, strlen(f)), free(f);
+    task_release(r.task);
+    CHECK(all.s && !strncmp(all.s, ": ping\n\n", 8) && strstr(all.s, "\"stop\":true"));
+    sb_free(&all);
+    route_await(sv, &busy, NULL, NULL);
+    free(busy.body);
+    close_server(sv);
+}
+
 static int gone(void *ctx) { return (void)ctx, 0; }
 
 /* A client that leaves: its generation ends at the next step and the slot frees up. */
@@ -640,6 +664,7 @@ const test_case server_tests[] = {
     {"prompt_cache", test_prompt_cache},
     {"concurrent", test_concurrent},
     {"cancel", test_cancel},
+    {"sse_ping", test_sse_ping},
     {"error_400_json", test_error_400_json},
     {"error_400_fields", test_error_400_fields},
     {"error_exceed_context", test_error_exceed_context},
