@@ -92,7 +92,9 @@ static void add_cors(srv_http *h, struct MHD_Connection *c, struct MHD_Response 
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
     MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
     MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers", "*");
+    /* "*" is no wildcard for credentialed requests: echo what the preflight asks for */
+    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "*");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,

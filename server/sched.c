@@ -177,6 +177,19 @@ static int pick_slot(sched *s, const srv_task *t) {
     return best;
 }
 
+/* Whether the prompt ends inside an opened think block (a template that starts the reply
+ * thinking): the text of the last few tokens, less trailing whitespace, ends with <think>. */
+static int opens_think(sched *s, const srv_task *t) {
+    char tail[512];
+    int len = 0;
+    for (int i = t->n_prompt > 12 ? t->n_prompt - 12 : 0; i < t->n_prompt; i++) {
+        int n = trit_token_to_piece(s->m, t->prompt[i], tail + len, (int)sizeof tail - len, 1);
+        if (n > 0) len += n;
+    }
+    while (len > 0 && (tail[len - 1] == '\n' || tail[len - 1] == ' ')) len--;
+    return len >= 7 && !memcmp(tail + len - 7, "<think>", 7);
+}
+
 static int slot_start(sched *s, slot *sl, srv_task *t) {
     char err[256];
     int from_ckpt, reuse = reusable(sl, t, &from_ckpt);
@@ -198,14 +211,7 @@ static int slot_start(sched *s, slot *sl, srv_task *t) {
     if (!sl->smp) return -1;
     for (int i = 0; i < t->n_prompt; i++) trit_sampler_accept(sl->smp, t->prompt[i]);
     memset(sl->counts, 0, (size_t)s->n_vocab * sizeof *sl->counts);
-    /* the template opened a think block: the reply starts inside it */
-    int in_think = t->req.ep == EP_CHAT && t->n_prompt > 0;
-    if (in_think) {
-        char tail[16];
-        int n = trit_token_to_piece(s->m, t->prompt[t->n_prompt - 1], tail, sizeof tail, 1);
-        in_think = n > 0 && (n >= 7 && !memcmp(tail + n - 7, "<think>", 7));
-    }
-    textout_init(&sl->tx, t->req.stop, t->req.n_stop, t->req.ep == EP_CHAT, in_think);
+    textout_init(&sl->tx, t->req.stop, t->req.n_stop, t->req.ep == EP_CHAT, t->req.ep == EP_CHAT && opens_think(s, t));
     t->res.n_prompt = t->n_prompt;
     t->res.n_cached = reuse;
     t->res.id_slot = sl->id;
@@ -223,6 +229,9 @@ static void assign(sched *s) {
         if (atomic_load(&t->cancelled)) {
             queue_remove(s, prev, t);
             fail_task(t, 499, "cancelled");
+        } else if (s->cfg.timeout_s > 0 && now_s() - t->t_submit > s->cfg.timeout_s) {
+            queue_remove(s, prev, t);
+            fail_task(t, 503, "timed out waiting for a free slot");
         } else {
             int i = pick_slot(s, t);
             if (i >= 0) {

@@ -294,6 +294,19 @@ static void test_apply_template(void) {
     close_server(sv);
 }
 
+/* A reply that starts inside a think block (here by prefill) comes back as reasoning_content. */
+static void test_reasoning(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    json_t *j = post(sv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                     "{\"role\":\"assistant\",\"content\":\"<think>\\n\"}],\"max_tokens\":8}", 200);
+    json_t *msg = json_object_get(choice0(j), "message");
+    CHECK(jpath_str(msg, "reasoning_content", NULL) && strlen(jpath_str(msg, "reasoning_content", NULL)) > 0);
+    CHECK(jpath_str(msg, "content", NULL) && !strcmp(jpath_str(msg, "content", NULL), ""));
+    json_decref(j);
+    close_server(sv);
+}
+
 static void test_metrics(void) {
     server *sv = open_server();
     REQUIRE(sv);
@@ -658,6 +671,7 @@ const test_case server_tests[] = {
     {"native_stream", test_native_stream},
     {"tokenize_detokenize", test_tokenize_detokenize},
     {"apply_template", test_apply_template},
+    {"reasoning", test_reasoning},
     {"metrics", test_metrics},
     {"stop_and_bias", test_stop_and_bias},
     {"logprobs", test_logprobs},
