@@ -43,12 +43,12 @@ typedef struct {
 typedef int (*setter)(serve_opts *o, const char *flag, const char *v);
 
 #define C "serve"
-static int set_model(serve_opts *o, const char *f, const char *v) { return (void)f, o->c.model_path = v, 0; }
-static int set_host(serve_opts *o, const char *f, const char *v) { return (void)f, o->c.host = v, 0; }
-static int set_alias(serve_opts *o, const char *f, const char *v) { return (void)f, o->c.alias = v, 0; }
-static int set_keys(serve_opts *o, const char *f, const char *v) { return (void)f, o->keys = v, 0; }
-static int set_key_file(serve_opts *o, const char *f, const char *v) { return (void)f, o->key_file = v, 0; }
-static int set_cors(serve_opts *o, const char *f, const char *v) { return (void)f, o->c.cors_origins = v, 0; }
+static int set_model(serve_opts *o, const char *f, const char *v) { return o->c.model_path = v, 0; }
+static int set_host(serve_opts *o, const char *f, const char *v) { return o->c.host = v, 0; }
+static int set_alias(serve_opts *o, const char *f, const char *v) { return o->c.alias = v, 0; }
+static int set_keys(serve_opts *o, const char *f, const char *v) { return o->keys = v, 0; }
+static int set_key_file(serve_opts *o, const char *f, const char *v) { return o->key_file = v, 0; }
+static int set_cors(serve_opts *o, const char *f, const char *v) { return o->c.cors_origins = v, 0; }
 static int set_port(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 1, 65535, &o->c.port); }
 static int set_np(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 1, 256, &o->c.n_parallel); }
 static int set_ctx(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 22, &o->c.n_ctx); }
@@ -68,7 +68,7 @@ static int set_rp(serve_opts *o, const char *f, const char *v) { return arg_floa
 static int set_rln(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1 << 30, &o->c.sp.repeat_last_n); }
 static int set_ctk(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[0]); }
 static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[1]); }
-static int ignore(serve_opts *o, const char *f, const char *v) { return (void)o, (void)f, (void)v, 0; }
+static int ignore(serve_opts *o, const char *f, const char *v) { return 0; }
 
 static int set_seed(serve_opts *o, const char *f, const char *v) {
     if (!strcmp(v, "-1")) return o->c.sp.seed = TRIT_DEFAULT_SEED, 0;

@@ -42,7 +42,6 @@ static int alive(void *ctx) {
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     stream_ctx *sc = cls;
-    (void)pos;
     while (!sc->pending) {
         if (!alive(sc->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
         char *f = sse_next(&sc->st, 100);
@@ -101,7 +100,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_http *h = cls;
     conn_state *cs = *con_cls;
-    (void)version;
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
@@ -133,7 +131,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
     conn_state *cs = *con_cls;
-    (void)cls, (void)c, (void)code;
     if (cs) sb_free(&cs->body), free(cs);
     *con_cls = NULL;
 }

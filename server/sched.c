@@ -348,12 +348,11 @@ static int n_prompting(const sched *s) {
 }
 
 /* Next prompt chunk: a fair share of the budget, cut where the checkpoint is taken. */
-static int chunk_len(const sched *s, const slot *sl, int share) {
+static int chunk_len(const slot *sl, int share) {
     int left = sl->t->n_prompt - sl->n_done;
     int n = left < share ? left : share;
     int ck = sl->t->n_prompt - 1;
     if (sl->t->req.cache_prompt && sl->n_done < ck && sl->n_done + n > ck) n = ck - sl->n_done;
-    (void)s;
     return n;
 }
 
@@ -396,7 +395,7 @@ static void step(sched *s) {
             *it = (trit_batch_item){sl->s, &sl->last, 1, sl->logits, 0};
             is_last[n] = 1;
         } else if (sl->state == SLOT_PROMPT) {
-            int len = chunk_len(s, sl, share);
+            int len = chunk_len(sl, share);
             is_last[n] = sl->n_done + len == sl->t->n_prompt;
             *it = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, len, is_last[n] ? sl->logits : NULL, 0};
         } else continue;
