@@ -17,18 +17,20 @@ else
 endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lutf8proc -lm -lpthread
+LDLIBS  := -ljansson -lutf8proc -lmicrohttpd -lm -lpthread
 # line editing for trit chat; the library does not need it
 CLI_LDLIBS := -ledit
 
 LIB_SRC  := $(wildcard src/*.c)
 CLI_SRC  := $(wildcard cli/*.c)
+SRV_SRC  := $(wildcard server/*.c)
 TEST_SRC := $(wildcard tests/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz fuzz-jinja clean help bench bench-kernels arm-test
+.PHONY: all test asan fuzz fuzz-jinja fuzz-request e2e clean help bench bench-kernels bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -54,10 +56,10 @@ $(BUILD)/libtrit.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/trit: $(CLI_OBJ) $(BUILD)/libtrit.a
+$(BUILD)/trit: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
-$(BUILD)/trit-tests: $(TEST_OBJ) $(BUILD)/libtrit.a
+$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # Tests read ../shared and run the CLI binary; TEST= selects tests by substring.
@@ -67,16 +69,45 @@ test: all
 asan:
 	$(MAKE) MODE=asan CC=clang test
 
+# End to end: the official openai npm client (installed once into build/node) against trit serve
+# on loopback.
+NODE_DIR := build/node
+OPENAI_VERSION := 6.49.0
+$(NODE_DIR)/node_modules/openai/package.json:
+	npm install --prefix $(NODE_DIR) --no-audit --no-fund --silent openai@$(OPENAI_VERSION)
+
+e2e: all $(NODE_DIR)/node_modules/openai/package.json
+	TRIT_BIN=$(BUILD)/trit TRIT_MODEL=$(SHARED)/data/models/stories260K.gguf OPENAI_DIR=$(NODE_DIR) \
+		node --test tests/e2e/
+
+# Load test of trit serve (not a timed test): aggregate tok/s for 1/2/4/8 streams, TTFT p50/p95.
+BENCH_MODEL ?= $(SHARED)/data/models/stories260K.gguf
+bench-serve: all
+	TRIT_BIN=$(BUILD)/trit node bench/serve_load.mjs $(BENCH_MODEL)
+
 # libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
 FUZZ_BIN := build/fuzz/fuzz_gguf
 $(FUZZ_BIN): fuzz/fuzz_gguf.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
-fuzz: $(FUZZ_BIN)
-	@mkdir -p build/fuzz/corpus
+# libFuzzer target for the server's request parsing, seeded with fuzz/request_seeds.
+FUZZ_REQ_BIN := build/fuzz/fuzz_request
+$(FUZZ_REQ_BIN): fuzz/fuzz_request.c $(SRV_SRC) $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN)
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
+	cp fuzz/request_seeds/* build/fuzz/corpus_request/
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
+	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
+
+fuzz-request: $(FUZZ_REQ_BIN)
+	@mkdir -p build/fuzz/corpus_request
+	cp fuzz/request_seeds/* build/fuzz/corpus_request/
+	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
 
 # The kernels suite alone, cross-built for aarch64 (no jansson there) and run under qemu with a
 # CPU that has dotprod. Needs gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
@@ -126,7 +157,9 @@ help:
 	@echo "make            build build/release/trit and the test binary"
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
-	@echo "make fuzz       fuzz the GGUF reader for FUZZ_SECONDS (default 60)"
+	@echo "make fuzz       fuzz the GGUF reader and the server's request parser for FUZZ_SECONDS each"
+	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
+	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
@@ -134,4 +167,4 @@ help:
 	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

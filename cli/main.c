@@ -18,6 +18,7 @@ static const struct {
     {"synth", cmd_synth, "write a random-weight model of a real family's shape"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type (fitted ternary scales, rotation)"},
     {"perplexity", cmd_perplexity, "perplexity and KL divergence over a text (llama-perplexity formats)"},
+    {"serve", cmd_serve, "serve a model over HTTP (OpenAI and llama-server APIs)"},
 };
 
 static void usage(void) {

@@ -22,6 +22,7 @@
     X(synth)      \
     X(chat)       \
     X(quant)      \
+    X(server)     \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];

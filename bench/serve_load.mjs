@@ -1,0 +1,101 @@
+// Load test for trit serve (a benchmark, not a timed test): starts the server on loopback with
+// 8 slots, then for 1, 2, 4 and 8 concurrent streams runs a fixed number of streamed chat
+// requests, and reports aggregate generated tokens/s and p50/p95 time to first token.
+// Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
+// BENCH_TOKENS per request, BENCH_THREADS). Exits non-zero if any request fails.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+
+const MODEL = process.argv[2] ?? '../shared/data/models/stories260K.gguf';
+const BIN = process.env.TRIT_BIN ?? 'build/release/trit';
+const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 4);
+const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
+const THREADS = process.env.BENCH_THREADS ?? '0';
+const LEVELS = [1, 2, 4, 8];
+const PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. ';
+
+const freePort = () => new Promise((ok) => {
+  const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
+});
+
+async function start() {
+  const port = await freePort();
+  const args = ['serve', '-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024)];
+  if (THREADS !== '0') args.push('-t', THREADS);
+  const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    try { if ((await fetch(`${base}/health`)).status === 200) return { proc, base }; } catch { /* starting */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  proc.kill();
+  throw new Error('trit serve did not start');
+}
+
+// One streamed request: time to the first content token, and the generated token count.
+async function one(base, i) {
+  const t0 = performance.now();
+  const r = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      messages: [{ role: 'user', content: `${PROMPT}(${i})` }], max_tokens: TOKENS, stream: true,
+      stream_options: { include_usage: true }, cache_prompt: false,
+    }),
+  });
+  if (r.status !== 200) throw new Error(`status ${r.status}`);
+  let ttft = null, tokens = 0, buf = '';
+  const dec = new TextDecoder();
+  for await (const part of r.body) {
+    buf += dec.decode(part, { stream: true });
+    let k;
+    while ((k = buf.indexOf('\n\n')) >= 0) {
+      const ev = buf.slice(0, k); buf = buf.slice(k + 2);
+      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+      const j = JSON.parse(ev.slice(6));
+      if (j.usage) tokens = j.usage.completion_tokens;
+      else if (ttft === null && (j.choices[0]?.delta?.content || j.choices[0]?.finish_reason)) ttft = performance.now() - t0;
+    }
+  }
+  return { ttft, tokens };
+}
+
+const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]; };
+
+async function level(base, n) {
+  let next = 0, failures = 0;
+  const total = n * PER_STREAM, results = [];
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      try { results.push(await one(base, i)); } catch { failures++; }
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: n }, worker));
+  const secs = (performance.now() - t0) / 1e3;
+  const toks = results.reduce((a, r) => a + r.tokens, 0), ttfts = results.map((r) => r.ttft);
+  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95) };
+}
+
+const srv = await start();
+let failed = 0;
+try {
+  await one(srv.base, -1); // warm-up
+  console.log(`model ${MODEL}, ${PER_STREAM} requests per stream, ${TOKENS} tokens each`);
+  console.log('| streams | requests | failures | aggregate tok/s | TTFT p50 ms | TTFT p95 ms |');
+  console.log('|--------:|---------:|---------:|----------------:|------------:|------------:|');
+  const rows = [];
+  for (const n of LEVELS) {
+    const r = await level(srv.base, n);
+    rows.push(r);
+    failed += r.failures;
+    console.log(`| ${n} | ${r.requests} | ${r.failures} | ${r.tokps.toFixed(1)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} |`);
+  }
+  const [one1, , , eight] = rows;
+  console.log(`8 vs 1 stream: throughput x${(eight.tokps / one1.tokps).toFixed(2)} (goal >= 5), ` +
+    `p95 TTFT x${(eight.p95 / one1.p50).toFixed(2)} of single-stream TTFT (goal <= 3)`);
+} finally {
+  srv.proc.kill('SIGTERM');
+}
+process.exit(failed ? 1 : 0);
