@@ -180,7 +180,38 @@ static void delta_step(float *M, const float *q, const float *k, const float *v,
     }
 }
 
-/* x += Gated DeltaNet(h) over nb tokens, advancing the layer's conv and recurrent state. */
+typedef struct {
+    exec *e;
+    const layer *L;
+    int nb;
+} delta_job;
+
+/* The gated delta rule for this thread's share of value heads, token after token (a head's state
+ * depends on its previous token; heads are independent), then the gated RMSNorm of its output. */
+static void delta_heads(void *arg, int ith, int nth) {
+    const delta_job *j = arg;
+    exec *e = j->e;
+    const layer *L = j->L;
+    const hparams *hp = &e->m->hp;
+    int d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, nb = j->nb;
+    int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
+    for (int h = ith; h < n_v; h += nth) {
+        int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
+        for (int t = 0; t < nb; t++) {
+            const float *xc = e->h1 + (size_t)t * conv_dim, *z = e->h2 + (size_t)t * inner;
+            const float *q = xc, *k = xc + n_k * d, *v = xc + 2 * n_k * d;
+            const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
+            float *o = e->att + (size_t)t * inner + (size_t)h * d;
+            float *ssm = e->rows[t].s->ssm_state + ((size_t)L->slot * n_v + h) * d * d;
+            float decay = expf(L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]));
+            delta_step(ssm, q + kh * d, k + kh * d, v + h * d, decay, sigmoid(b[h]), o, d);
+            rmsnorm(o, o, L->ssm_norm, d, hp->rms_eps);
+            for (int i = 0; i < d; i++) o[i] *= silu(z[h * d + i]);
+        }
+    }
+}
+
+/* x += Gated DeltaNet(h) over nb tokens, advancing each row's session's conv and recurrent state. */
 static void gated_deltanet(exec *e, const layer *L, int nb) {
     const hparams *hp = &e->m->hp;
     int E = hp->n_embd, d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, K = hp->ssm_d_conv;
@@ -190,34 +221,28 @@ static void gated_deltanet(exec *e, const layer *L, int nb) {
     project(e, 4, in, out, e->xn, nb); /* alpha and beta are never folded: they see the plain input */
     float qscale = 1.0f / sqrtf((float)d);
     for (int t = 0; t < nb; t++) {
-        float *xc = e->h1 + (size_t)t * conv_dim, *z = e->h2 + (size_t)t * inner;
-        float *o = e->att + (size_t)t * inner;
+        float *xc = e->h1 + (size_t)t * conv_dim;
         session *st = e->rows[t].s;
-        float *ssm = st->ssm_state + (size_t)L->slot * n_v * d * d;
         conv_step(L, st->conv_state + (size_t)L->slot * conv_dim * (K - 1), xc, conv_dim, K);
-        float *q = xc, *k = xc + n_k * d, *v = xc + 2 * n_k * d;
+        float *q = xc, *k = xc + n_k * d;
         for (int h = 0; h < n_k; h++) {
             l2_normalize(q + h * d, d, hp->rms_eps);
             l2_normalize(k + h * d, d, hp->rms_eps);
             for (int i = 0; i < d; i++) q[h * d + i] *= qscale;
         }
-        const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
-        for (int h = 0; h < n_v; h++) {
-            int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
-            float decay = expf(L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]));
-            delta_step(ssm + (size_t)h * d * d, q + kh * d, k + kh * d, v + h * d, decay, sigmoid(b[h]), o + h * d, d);
-            rmsnorm(o + h * d, o + h * d, L->ssm_norm, d, hp->rms_eps);
-            for (int i = 0; i < d; i++) o[h * d + i] *= silu(z[h * d + i]);
-        }
-        if (e->m->rot.gdn_v_grouped) { /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
+    }
+    delta_job j = {e, L, nb};
+    if ((int64_t)nb * n_v * d * d < (1 << 16)) delta_heads(&j, 0, 1);
+    else pool_run(e->mm.pool, delta_heads, &j);
+    if (e->m->rot.gdn_v_grouped) /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
+        for (int t = 0; t < nb; t++) {
+            float *o = e->att + (size_t)t * inner, *tmp = e->scores;
             int rep = n_v / n_k;
-            float *tmp = e->scores;
             memcpy(tmp, o, (size_t)inner * sizeof(float));
             for (int r = 0; r < rep; r++)
                 for (int kk = 0; kk < n_k; kk++)
                     memcpy(o + ((size_t)kk * rep + r) * d, tmp + ((size_t)r * n_k + kk) * d, (size_t)d * sizeof(float));
         }
-    }
     const weight *ow[] = {&L->ssm_out};
     project(e, 1, ow, &e->xn, e->att, nb);
     for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
