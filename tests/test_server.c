@@ -491,6 +491,22 @@ static void test_sse_ping(void) {
     close_server(sv);
 }
 
+/* A stream nobody reads only fills its own queue: other requests finish meanwhile. */
+static void test_slow_reader(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    route_reply idle;
+    const char *body = "{\"prompt\":\"Once\",\"n_predict\":100,\"stream\":true,\"logit_bias\":[[2,false]]}";
+    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &idle);
+    REQUIRE(idle.task);
+    for (int i = 0; i < 3; i++) check_alive(sv);
+    CHECK(task_wait(idle.task, 99, 10000)); /* all 100 tokens queued without a reader */
+    char *sse = read_stream(sv, idle.task);
+    CHECK(sse && strstr(sse, "\"tokens_predicted\":100"));
+    free(sse);
+    close_server(sv);
+}
+
 static int gone(void *ctx) { return (void)ctx, 0; }
 
 /* A client that leaves: its generation ends at the next step and the slot frees up. */
@@ -713,6 +729,7 @@ const test_case server_tests[] = {
     {"prompt_cache", test_prompt_cache},
     {"prompt_cache_recurrent", test_prompt_cache_recurrent},
     {"concurrent", test_concurrent},
+    {"slow_reader", test_slow_reader},
     {"cancel", test_cancel},
     {"sse_ping", test_sse_ping},
     {"error_400_json", test_error_400_json},
