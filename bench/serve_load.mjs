@@ -8,7 +8,7 @@ import net from 'node:net';
 
 const MODEL = process.argv[2] ?? '../shared/data/models/stories260K.gguf';
 const BIN = process.env.TRIT_BIN ?? 'build/release/trit';
-const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 4);
+const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 8);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const THREADS = process.env.BENCH_THREADS ?? '0';
 const LEVELS = [1, 2, 4, 8];

@@ -387,6 +387,41 @@ static void test_prompt_cache(void) {
     close_server(sv);
 }
 
+static void qwen35(srv_config *c) { c->model_path = shared_path("golden/models/tiny-qwen35-PTQ1_0.gguf"); }
+
+static char *content_of(server *sv, const char *body, int *cached) {
+    json_t *j = post(sv, "/completion", body, 200);
+    *cached = (int)json_integer_value(json_object_get(j, "tokens_cached"));
+    char *s = strdup(jpath_str(j, "content", NULL) ? jpath_str(j, "content", NULL) : "?");
+    json_decref(j);
+    return s;
+}
+
+/* The recurrent (Gated DeltaNet) state cannot rewind: a cached prefix resumes from a checkpoint,
+ * and the continuation equals a run from scratch. */
+static void test_prompt_cache_recurrent(void) {
+    server *sv = open_with(qwen35);
+    REQUIRE(sv);
+    const char *p1 = "{\"prompt\":[1,17,42,99,7,12,5,64],\"n_predict\":6,\"id_slot\":0%s}";
+    const char *p2 = "{\"prompt\":[1,17,42,99,7,12,5,64,3,8,77],\"n_predict\":6,\"id_slot\":0%s}";
+    char body[256];
+    int c0, c1, c2, c3;
+    snprintf(body, sizeof body, p1, ",\"cache_prompt\":false");
+    char *fresh1 = content_of(sv, body, &c0);
+    snprintf(body, sizeof body, p2, ",\"cache_prompt\":false");
+    char *fresh2 = content_of(sv, body, &c0);
+    snprintf(body, sizeof body, p1, "");
+    char *a = content_of(sv, body, &c1); /* fills the cache */
+    char *b = content_of(sv, body, &c2); /* the same prompt: resumes from the checkpoint */
+    snprintf(body, sizeof body, p2, "");
+    char *c = content_of(sv, body, &c3); /* a longer prompt: resumes from the checkpoint too */
+    CHECK(c0 == 0 && c2 == 7 && c3 == 7);
+    CHECK(!strcmp(a, fresh1) && !strcmp(b, fresh1));
+    CHECKF(!strcmp(c, fresh2), "resumed '%s' != fresh '%s'", c, fresh2);
+    free(fresh1), free(fresh2), free(a), free(b), free(c);
+    close_server(sv);
+}
+
 /* Several requests at once over fewer slots: all finish, each as it would alone (greedy). */
 static void test_concurrent(void) {
     server *sv = open_server();
@@ -453,6 +488,22 @@ static void test_sse_ping(void) {
     sb_free(&all);
     route_await(sv, &busy, NULL, NULL);
     free(busy.body);
+    close_server(sv);
+}
+
+/* A stream nobody reads only fills its own queue: other requests finish meanwhile. */
+static void test_slow_reader(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    route_reply idle;
+    const char *body = "{\"prompt\":\"Once\",\"n_predict\":100,\"stream\":true,\"logit_bias\":[[2,false]]}";
+    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &idle);
+    REQUIRE(idle.task);
+    for (int i = 0; i < 3; i++) check_alive(sv);
+    CHECK(task_wait(idle.task, 99, 10000)); /* all 100 tokens queued without a reader */
+    char *sse = read_stream(sv, idle.task);
+    CHECK(sse && strstr(sse, "\"tokens_predicted\":100"));
+    free(sse);
     close_server(sv);
 }
 
@@ -676,7 +727,9 @@ const test_case server_tests[] = {
     {"stop_and_bias", test_stop_and_bias},
     {"logprobs", test_logprobs},
     {"prompt_cache", test_prompt_cache},
+    {"prompt_cache_recurrent", test_prompt_cache_recurrent},
     {"concurrent", test_concurrent},
+    {"slow_reader", test_slow_reader},
     {"cancel", test_cancel},
     {"sse_ping", test_sse_ping},
     {"error_400_json", test_error_400_json},
