@@ -66,7 +66,8 @@ int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, i
 /* ---- session: one sequence over a loaded model ---- */
 typedef struct {
     int n_ctx;     /* context length (KV cache size); 0 = the model's training context */
-    int n_threads; /* 0 = physical cores */
+    int n_threads; /* 0 = physical cores; a model's sessions share one set of threads, so evaluate
+                      them from one thread at a time (a later count applies once none is alive) */
     int kv_f32;    /* 1 keeps the KV cache in f32 with plain softmax attention; 0 (default) in f16
                       with llama.cpp's flash-attention arithmetic */
 } trit_session_params;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "types.h"
 
 typedef struct {
@@ -160,6 +161,7 @@ void model_free(model *m) {
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     rot_contract_free(&m->rot);
+    pool_free(m->pool);
     vocab_free(m->vocab);
     gguf_close(m->file);
     free(m);

@@ -79,6 +79,8 @@ struct model {
     weight output;     /* tied: a copy of tok_embd's view */
     layer *layers;
     float **owned;     /* decoded 1-D tensors (norms, conv, ...), freed with the model */
+    struct pool *pool; /* threads shared by the model's sessions (evaluated from one thread at a time) */
+    int pool_users;
     int n_owned, cap_owned;
     /* Runs one pass of nb rows (e->rows: session and position of each); logits of row t go to
      * out[t] when not NULL. */

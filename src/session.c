@@ -60,6 +60,21 @@ static size_t layout(session *s, float *base) {
     return cur;
 }
 
+/* The model's thread pool: one set of threads serves every session, so idle sessions cost nothing.
+ * A different thread count takes effect when no session holds the pool. */
+static pool *pool_acquire(model *m, int n_threads) {
+    int want = n_threads > 0 ? n_threads : pool_physical_cores();
+    if (m->pool && m->pool_users == 0 && pool_size(m->pool) != want) {
+        pool_free(m->pool);
+        m->pool = NULL;
+    }
+    if (!m->pool) m->pool = pool_new(want);
+    if (m->pool) m->pool_users++;
+    return m->pool;
+}
+
+static void pool_release(model *m) { m->pool_users--; }
+
 session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
     if (!model_has_weights(m)) {
         fail(err, "%s: the file has no weights (vocabulary only)", m->file->path);
@@ -80,7 +95,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
     s->n_ctx = n_ctx;
     s->kv = (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
     s->e.m = m;
-    s->e.mm.pool = pool_new(n_threads);
+    s->e.mm.pool = pool_acquire(m, n_threads);
     s->e.mm.k = kernels_get();
     if (!s->e.mm.pool) {
         fail(err, "cannot start %d threads", n_threads);
@@ -91,7 +106,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
     s->block = calloc(n, sizeof(float));
     if (!s->block) {
         fail(err, "out of memory for a context of %d tokens (%zu MiB)", n_ctx, n * sizeof(float) >> 20);
-        pool_free(s->e.mm.pool);
+        pool_release(m);
         free(s);
         return NULL;
     }
@@ -101,7 +116,7 @@ session *session_new(model *m, int n_ctx, int n_threads, int kv_f16, trit_err *e
 
 void session_free(session *s) {
     if (!s) return;
-    pool_free(s->e.mm.pool);
+    pool_release(s->m);
     free(s->block);
     free(s);
 }
