@@ -407,7 +407,11 @@ static int32_t *prompt_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
         q->prompt_toks = NULL, q->n_prompt_toks = 0;
         return t;
     }
-    char *text = q->ep == EP_CHAT ? render_chat(q->msgs, q->n_msgs, q->add_generation_prompt, q->enable_thinking) : NULL;
+    char err[512] = "";
+    char *text = NULL;
+    if (q->ep == EP_CHAT &&
+        !(text = render_chat(sv->model, q->msgs, q->n_msgs, q->add_generation_prompt, q->enable_thinking, err, sizeof err)))
+        return route_error(r, 400, err), NULL;
     int32_t *t = tokenize(sv->model, text ? text : q->prompt, 1, 1, n);
     free(text);
     if (!t) route_error(r, 400, "the prompt cannot be tokenized");
@@ -758,8 +762,9 @@ static void apply_template(server *sv, const char *body, size_t len, route_reply
     perr e = {err, sizeof err};
     if (opt_bool(o, "add_generation_prompt", &q.add_generation_prompt, &e)) route_error(r, 400, err);
     else {
-        char *p = render_chat(q.msgs, q.n_msgs, q.add_generation_prompt, q.enable_thinking);
-        reply_json(r, 200, json_pack("{s:o}", "prompt", jstr(p)));
+        char *p = render_chat(sv->model, q.msgs, q.n_msgs, q.add_generation_prompt, q.enable_thinking, err, sizeof err);
+        if (p) reply_json(r, 200, json_pack("{s:o}", "prompt", jstr(p)));
+        else route_error(r, 400, err);
         free(p);
     }
     json_decref(o);
@@ -775,7 +780,8 @@ static void props(server *sv, route_reply *r) {
                                sv->cfg.n_predict);
     json_t *j = json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}",
                           "default_generation_settings", "n_ctx", sched_slot_ctx(sv->sch), "params", params,
-                          "total_slots", sv->cfg.n_parallel, "model_path", sv->cfg.model_path, "chat_template", "chatml",
+                          "total_slots", sv->cfg.n_parallel, "model_path", sv->cfg.model_path, "chat_template",
+                          trit_model_chat_template(sv->model) ? trit_model_chat_template(sv->model) : "chatml",
                           "chat_template_caps", "supports_system_role", 1, "supports_thinking", 1,
                           "supports_tools", 0, "modalities", "vision", 0, "build_info", FINGERPRINT,
                           "is_sleeping", 0, "response_format_enforced", 0);

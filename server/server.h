@@ -69,7 +69,10 @@ void srv_req_free(srv_req *r);
 /* ---- text.c ---- */
 /* The chat template behind one function so the Jinja renderer can replace it: ChatML, with a
  * trailing assistant message continued (prefill) and thinking disabled by an empty think block. */
-char *render_chat(const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking);
+/* The prompt text of a conversation: the model's chat template (built-in ChatML when it has none),
+ * or ChatML left open when the last message is the assistant's (a prefill). NULL with err set. */
+char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
+                  char *err, size_t errlen);
 
 /* Growable NUL-terminated byte string. */
 typedef struct {

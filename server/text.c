@@ -1,4 +1,5 @@
 /* text: chat rendering and the filter between generated tokens and the text clients see. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,23 +26,33 @@ void sb_free(strbuf *b) {
 
 static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-char *render_chat(const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking) {
+/* ChatML with a trailing assistant message left open: the reply continues it (llama-server's
+ * prefill), which a chat template cannot express. */
+static char *render_prefill(const chat_msg *msgs, int n) {
     strbuf b = {0};
     sb_add(&b, "", 0);
-    /* a trailing assistant message is a prefill: the reply continues it */
-    int prefill = n > 0 && !strcmp(msgs[n - 1].role, "assistant");
     for (int i = 0; i < n; i++) {
         sb_str(&b, "<|im_start|>");
         sb_str(&b, msgs[i].role);
         sb_str(&b, "\n");
         sb_str(&b, msgs[i].content);
-        if (!(prefill && i == n - 1)) sb_str(&b, "<|im_end|>\n");
-    }
-    if (add_generation_prompt && !prefill) {
-        sb_str(&b, "<|im_start|>assistant\n");
-        if (!enable_thinking) sb_str(&b, "<think>\n\n</think>\n\n");
+        if (i < n - 1) sb_str(&b, "<|im_end|>\n");
     }
     return b.s;
+}
+
+char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
+                  char *err, size_t errlen) {
+    if (n > 0 && !strcmp(msgs[n - 1].role, "assistant")) return render_prefill(msgs, n);
+    trit_chat_message *tm = calloc((size_t)(n > 0 ? n : 1), sizeof *tm);
+    if (!tm) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) tm[i].role = msgs[i].role, tm[i].content = msgs[i].content;
+    char *out = trit_chat_render(trit_model_chat_template(m), tm, n, add_generation_prompt, enable_thinking, err, errlen);
+    free(tm);
+    return out;
 }
 
 size_t utf8_complete(const char *s, size_t n) {
