@@ -116,6 +116,20 @@ INLINE __m512i crumb_act(__m512i a) {
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), v);
 }
 
+/* PQ2_0 codes 64p..64p+63 (one scale per Q8_K block, so any order within it works): lane l holds
+ * plane l of qs[16p..16p+15], i.e. byte 16l+m is element 64p+4m+l. */
+INLINE __m512i pq2_pair(const uint8_t *qs) {
+    __m512i v = _mm512_srlv_epi64(bcast128(qs), _mm512_setr_epi64(0, 0, 2, 2, 4, 4, 6, 6));
+    return _mm512_and_si512(v, _mm512_set1_epi8(3));
+}
+
+/* 64 activations in pq2_pair's order: a 4x4 transpose of dwords after grouping by plane. */
+INLINE __m512i pq2_act(__m512i a) {
+    const __m512i by_plane = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    __m512i v = _mm512_shuffle_epi8(a, by_plane);
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), v);
+}
+
 INLINE __m512i w_pair(int k, const uint8_t *b, int p) {
     switch (k) {
     case K_PTQ1: return ptq1_pair(b, p);
@@ -123,11 +137,11 @@ INLINE __m512i w_pair(int k, const uint8_t *b, int p) {
     case K_Q2: return crumb_pair(b + 2);
     case K_TQ1: return tq1_pair(b, p);
     case K_TQ2: return tq2_pair(b, p);
-    default: return crumb_pair(b + 2 + 16 * p);
+    default: return pq2_pair(b + 2 + 16 * p);
     }
 }
 
-INLINE int crumbs(int k) { return k == K_Q2 || k == K_PQ2; }
+INLINE int crumbs(int k) { return k == K_Q2; }
 
 /* ---- Q8_0-activation family: each 64 codes span two activation blocks with their own scales. */
 INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
@@ -184,7 +198,7 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             __m512i av[4];
             UNROLL for (int t = 0; t < T; t++) {
                 av[t] = load512(a[t] + yoff + 4 + 128 * half + 64 * p);
-                if (crumbs(k)) av[t] = crumb_act(av[t]);
+                if (k == K_PQ2) av[t] = pq2_act(av[t]);
             }
             UNROLL for (int r = 0; r < R; r++) {
                 __m512i c = w_pair(k, w[r] + i * ki.bytes, p);
