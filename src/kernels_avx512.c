@@ -39,6 +39,10 @@ INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)
 INLINE __m512i bcast128(const void *p) { return _mm512_broadcast_i32x4(load128(p)); }
 INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(load256(p)); }
 INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
+
+/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (measured best of 1-8 KiB) keeps more lines in flight than
+ * the hardware prefetchers alone do for several interleaved rows. A hint: never faults. */
+INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8192), _MM_HINT_T0); }
 INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
 
 /* Base-3 digit of every byte of x, picked per byte by p = 3^n: ((x*3^n mod 256)*3) >> 8, in
@@ -152,6 +156,7 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
         __m512 dw[4];
+        UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         UNROLL for (int r = 0; r < R; r++) dw[r] = _mm512_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
         UNROLL for (int p = 0; p < nch / 2; p++) {
             __m512i av[4], neg[4];
@@ -182,6 +187,7 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     __m512 acc[4][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
+        UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
         const int half = (int)(i * ki.nb % QK_K) / 128;
         __m512i neg[4], s[4][4];
