@@ -41,8 +41,8 @@ INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)
 INLINE __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(load128(p)); }
 INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 
-/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (measured best of 1-8 KiB) keeps more lines in flight than
- * the hardware prefetchers alone do for several interleaved rows. A hint: never faults. */
+/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (best of 1-8 KiB measured) keeps
+ * more lines in flight than the hardware prefetchers alone do. A hint: it never faults. */
 INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8192), _MM_HINT_T0); }
 
 INLINE float hsum(__m256 v) {

@@ -40,8 +40,8 @@ INLINE __m512i bcast128(const void *p) { return _mm512_broadcast_i32x4(load128(p
 INLINE __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(load256(p)); }
 INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 
-/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (measured best of 1-8 KiB) keeps more lines in flight than
- * the hardware prefetchers alone do for several interleaved rows. A hint: never faults. */
+/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (best of 1-8 KiB measured) keeps
+ * more lines in flight than the hardware prefetchers alone do. A hint: it never faults. */
 INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8192), _MM_HINT_T0); }
 INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
 
