@@ -165,12 +165,12 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                 const uint8_t *y = a[t] + (i * nch + j) * sizeof(block_q8_0);
                 av[t] = a_chunk(k, y + 2);
                 da[t] = _mm256_set1_ps(h2f(y));
-                ps[t] = _mm256_maddubs_epi16(ones8, av[t]);
+                if (k != K_Q8) ps[t] = _mm256_maddubs_epi16(ones8, av[t]); /* for the +1 offset */
             }
             UNROLL for (int r = 0; r < R; r++) {
                 __m256i c = w_chunk(k, w[r] + i * ki.bytes, j);
                 UNROLL for (int t = 0; t < T; t++) {
-                    __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(av[t], c))
+                    __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av[t], c))
                                           : _mm256_sub_epi16(_mm256_maddubs_epi16(c, av[t]), ps[t]);
                     p = _mm256_madd_epi16(p, ones16);
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da[t]), acc[r][t]);

@@ -4,8 +4,8 @@
  * types and quantizers it does not replace. Same scheme as kernels_avx2.c with 64 codes per step:
  * vpdpbusd multiplies the unsigned codes (value/d + 1) with the int8 activations and accumulates
  * into int32 lanes that start at minus the activation sums, so the +1 offset cancels exactly.
- * (Base-3 digits by byte-add tripling and unsigned compares instead of the 16-bit multiplies was
- * measured ~20% slower for PTQ1_0 on Sapphire Rapids-class cores.) */
+ * Base-3 digits use 16-bit multiplies: byte-add tripling, or multiplies followed by unsigned
+ * compares into masks, were both measured slower for PTQ1_0 on a Sapphire Rapids-class core. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
