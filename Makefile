@@ -110,14 +110,15 @@ fuzz-request: $(FUZZ_REQ_BIN)
 	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
 
 # The kernels suite alone, cross-built for aarch64 (no jansson there) and run under qemu with a
-# CPU that has dotprod. Needs gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
+# CPU that has dotprod, then on one without (which must fall back to scalar). Needs
+# gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
 ARM_CC  ?= aarch64-linux-gnu-gcc
 ARM_SRC := src/kernels.c src/kernels_neon.c src/quants.c src/quants_ternary.c src/types.c src/util.c \
            tests/test_kernels.c tests/main.c
 arm-test:
 	$(MAKE) BUILD=build/arm CC=$(ARM_CC) build/arm/kernels-tests
 	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu max build/arm/kernels-tests
-	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu cortex-a53 build/arm/kernels-tests
+	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu cortex-a53 build/arm/kernels-tests kernels/variants
 
 build/arm/kernels-tests: $(ARM_SRC:%.c=build/arm/%.o)
 	$(CC) $(OPT) -o $@ $^ -lm -lpthread

@@ -41,6 +41,10 @@ INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)
 INLINE __m256i bcast128(const void *p) { return _mm256_broadcastsi128_si256(load128(p)); }
 INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 
+/* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (best of 1-8 KiB measured) keeps
+ * more lines in flight than the hardware prefetchers alone do. A hint: it never faults. */
+INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8192), _MM_HINT_T0); }
+
 INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -152,6 +156,7 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
         __m256 dw[4];
+        UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         UNROLL for (int r = 0; r < R; r++) dw[r] = _mm256_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
         UNROLL for (int j = 0; j < nch; j++) {
             __m256i av[4], ps[4];
@@ -160,12 +165,12 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                 const uint8_t *y = a[t] + (i * nch + j) * sizeof(block_q8_0);
                 av[t] = a_chunk(k, y + 2);
                 da[t] = _mm256_set1_ps(h2f(y));
-                ps[t] = _mm256_maddubs_epi16(ones8, av[t]);
+                if (k != K_Q8) ps[t] = _mm256_maddubs_epi16(ones8, av[t]); /* for the +1 offset */
             }
             UNROLL for (int r = 0; r < R; r++) {
                 __m256i c = w_chunk(k, w[r] + i * ki.bytes, j);
                 UNROLL for (int t = 0; t < T; t++) {
-                    __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_sign_epi8(c, c), _mm256_sign_epi8(av[t], c))
+                    __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av[t], c))
                                           : _mm256_sub_epi16(_mm256_maddubs_epi16(c, av[t]), ps[t]);
                     p = _mm256_madd_epi16(p, ones16);
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da[t]), acc[r][t]);
@@ -185,6 +190,7 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     __m256 acc[4][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
+        UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
         const int half = (int)(i * ki.nb % QK_K) / 128;
         __m256i off[4], s16[4][4];

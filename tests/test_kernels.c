@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "quants.h"
@@ -203,13 +204,13 @@ static void variants_resolve(void) {
     }
 }
 
-/* Every row length from one unit to 40 units, then the large ones. */
+/* Every row length that is a multiple of the unit, from one unit to 16384 + one unit (float
+ * types: every n to 256, then every 97th, so the scalar tails are hit too). */
 static void matmul_lengths(void) {
     for (size_t i = 0; i < NTYPES; i++) {
-        int64_t u = unit_of(mm_types[i]);
-        for (int64_t k = 1; k <= 40; k++) check_case(mm_types[i], k * u, 5, k % 3 + 1, W_RANDOM, A_RANDOM, (int)(k % 2));
-        const int64_t big[] = {4096, 16384, 16384 + u, 20480};
-        for (size_t b = 0; b < 4; b++) check_case(mm_types[i], big[b] / u * u, 5, 2, W_RAW, A_RANDOM, 1);
+        int64_t u = unit_of(mm_types[i]), k = 0;
+        for (int64_t n = u; n <= 16384 + u; n += u >= 32 || n < 256 ? u : 97, k++)
+            check_case(mm_types[i], n, 5, k % 3 + 1, k % 4 == 3 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 2));
     }
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
@@ -277,8 +278,34 @@ static void quantize_act_bitexact(void) {
     free(x), free(ref), free(got);
 }
 
+/* Prints the set kernels_get chose (run as a child by trit_cpu_env). */
+static void chosen_name(void) { printf("    chosen %s\n", kernels_get()->name); }
+
+/* $TRIT_CPU end to end, in child processes (x86 only: under qemu-user a child shell would not run). */
+static void trit_cpu_env(void) {
+#if defined(__x86_64__)
+    const char *reqs[] = {"scalar", "avx2", "avx512", "neon", "bogus"};
+    char self[1024];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(len > 0);
+    self[len] = 0;
+    for (size_t i = 0; i < 5; i++) {
+        char cmd[1200], *out = NULL, want[64];
+        snprintf(cmd, sizeof cmd, "TRIT_CPU=%s '%s' kernels/chosen_name 2>&1", reqs[i], self);
+        int rc = run_cmd(cmd, &out);
+        const kernel_set *ks = kernels_select(reqs[i]);
+        snprintf(want, sizeof want, "chosen %s\n", ks->name);
+        CHECKF(rc == 0 && out && strstr(out, want), "TRIT_CPU=%s: %s", reqs[i], out ? out : "(no output)");
+        CHECKF((kernels_variant(reqs[i]) == NULL) == (out && strstr(out, "not available") != NULL), "TRIT_CPU=%s note: %s", reqs[i], out ? out : "");
+        free(out);
+    }
+#endif
+}
+
 const test_case kernels_tests[] = {
     {"variants_resolve", variants_resolve},
+    {"chosen_name", chosen_name},
+    {"trit_cpu_env", trit_cpu_env},
     {"matmul_lengths", matmul_lengths},
     {"matmul_shapes", matmul_shapes},
     {"matmul_edges", matmul_edges},
