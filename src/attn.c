@@ -1,10 +1,20 @@
 #include "attn.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "ops.h"
 #include "util.h"
+
+/* f16 -> f32 by table: the cache is read head after head and token after token, and a 256 KiB
+ * table that stays in cache beats converting bits each time (the values are identical). */
+static float f16_lut[65536];
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+static void lut_init(void) {
+    for (uint32_t i = 0; i < 65536; i++) f16_lut[i] = f16_to_f32((uint16_t)i);
+}
+#define H2F(h) f16_lut[(h)]
 
 size_t kv_cache_bytes(const kv_cache *c) {
     return (size_t)c->n_layer * c->n_ctx * c->n_head_kv * c->head_dim * (c->f16 ? 2 : 4);
@@ -21,8 +31,27 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     for (size_t i = 0; i < kvdim; i++) kc[i] = f32_to_f16(k[i]), vc[i] = f32_to_f16(v[i]);
 }
 
-static float cache_at(const kv_cache *c, const void *base, size_t i) {
-    return c->f16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+/* q · one cached key row (hd values) and out += p * one cached value row, for either cache type. */
+static float dot_row(const kv_cache *c, const void *base, size_t at, const float *q, int hd) {
+    float s = 0;
+    if (c->f16) {
+        const uint16_t *k = (const uint16_t *)base + at;
+        for (int i = 0; i < hd; i++) s += q[i] * H2F(k[i]);
+    } else {
+        const float *k = (const float *)base + at;
+        for (int i = 0; i < hd; i++) s += q[i] * k[i];
+    }
+    return s;
+}
+
+static void axpy_row(const kv_cache *c, const void *base, size_t at, float p, float *out, int hd) {
+    if (c->f16) {
+        const uint16_t *v = (const uint16_t *)base + at;
+        for (int i = 0; i < hd; i++) out[i] += p * H2F(v[i]);
+    } else {
+        const float *v = (const float *)base + at;
+        for (int i = 0; i < hd; i++) out[i] += p * v[i];
+    }
 }
 
 /* Softmax attention in f32 over either cache type: the f32 cache's only path, and for an f16
@@ -31,15 +60,10 @@ static void attend_plain(const kv_cache *c, int il, int h, const float *qh, int 
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
     size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int j = 0; j < n_keys; j++) {
-        float dot = 0;
-        for (int i = 0; i < hd; i++) dot += qh[i] * cache_at(c, c->k, head + (size_t)j * kvdim + i);
-        scores[j] = dot * scale;
-    }
+    for (int j = 0; j < n_keys; j++) scores[j] = dot_row(c, c->k, head + (size_t)j * kvdim, qh, hd) * scale;
     softmax(scores, n_keys);
     memset(o, 0, (size_t)hd * sizeof(float));
-    for (int j = 0; j < n_keys; j++)
-        for (int i = 0; i < hd; i++) o[i] += scores[j] * cache_at(c, c->v, head + (size_t)j * kvdim + i);
+    for (int j = 0; j < n_keys; j++) axpy_row(c, c->v, head + (size_t)j * kvdim, scores[j], o, hd);
 }
 
 /* f16 dot product in ggml's AVX2 order: four 8-lane fused accumulators over steps of 32,
@@ -50,12 +74,12 @@ static float dot_f16(const uint16_t *x, const float *yq, int n) {
     for (int i = 0; i < np; i += 32)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 8; l++)
-                acc[j][l] = fmaf(f16_to_f32(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
+                acc[j][l] = fmaf(H2F(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
     float r[8], t[4];
     for (int l = 0; l < 8; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
     for (int l = 0; l < 4; l++) t[l] = r[l] + r[l + 4];
     double sum = (t[0] + t[1]) + (t[2] + t[3]);
-    for (int i = np; i < n; i++) sum += (double)(f16_to_f32(x[i]) * yq[i]);
+    for (int i = np; i < n; i++) sum += (double)(H2F(x[i]) * yq[i]);
     return (float)sum;
 }
 
@@ -68,7 +92,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
     float *qq = scratch, *acc = scratch + hd; /* query rounded to f16; accumulator (f16 values) */
     {
         int kvh = h / group;
-        for (int i = 0; i < hd; i++) qq[i] = f16_to_f32(f32_to_f16(qh[i]));
+        for (int i = 0; i < hd; i++) qq[i] = H2F(f32_to_f16(qh[i]));
         for (int i = 0; i < hd; i++) acc[i] = 0;
         float S = 0, M = -INFINITY;
         for (int j = 0; j < n_keys; j++) {
@@ -78,12 +102,12 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
                 float old = M;
                 M = sc;
                 ms = expf(old - M);
-                for (int i = 0; i < hd; i++) acc[i] = f16_to_f32(f32_to_f16(acc[i] * ms));
+                for (int i = 0; i < hd; i++) acc[i] = H2F(f32_to_f16(acc[i] * ms));
             } else {
                 vs = expf(sc - M);
             }
             const uint16_t *v = vc + (size_t)j * kvdim + kvh * hd;
-            for (int i = 0; i < hd; i++) acc[i] = f16_to_f32(f32_to_f16(fmaf(f16_to_f32(v[i]), vs, acc[i])));
+            for (int i = 0; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
             S = S * ms + vs;
         }
         float inv = 1.0f / S;
@@ -92,6 +116,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 }
 
 void kv_attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch) {
+    pthread_once(&lut_once, lut_init);
     if (c->f16 && batch < KV_TILED_BATCH) attend_f16(c, il, h, q, n_keys, out, scratch);
     else attend_plain(c, il, h, q, n_keys, out, scratch);
 }

@@ -8,6 +8,8 @@
 
 /* Multiply-adds below which a matmul runs on the calling thread alone. */
 #define MM_PARALLEL_WORK (1 << 18)
+/* Weight bytes per row block when several tokens share a pass (about half an L2 cache). */
+#define MM_BLOCK_BYTES (256 << 10)
 
 typedef struct {
     mm_ctx *c;
@@ -37,8 +39,14 @@ static void mm_worker(void *arg, int ith, int nth) {
         share(w->n_out, ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
         if (j->direct) {
-            j->c->k->matmul[w->type](w->n_in, w->data + r0 * w->row_bytes, w->row_bytes, r1 - r0, j->c->act,
-                                     j->act_stride, j->nb, j->ys[i] + r0, (size_t)w->n_out);
+            /* With several tokens, rows go in blocks small enough to stay in cache while every
+             * token passes over them: each weight is read from memory once per pass. */
+            int64_t block = j->nb > 1 ? (MM_BLOCK_BYTES / (int64_t)w->row_bytes + 3) / 4 * 4 : r1 - r0;
+            for (int64_t rb = r0; rb < r1; rb += block) {
+                int64_t nr = r1 - rb < block ? r1 - rb : block;
+                j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act,
+                                         j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
+            }
             continue;
         }
         float *row = j->c->rows + (size_t)ith * j->c->widest;

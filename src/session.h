@@ -9,7 +9,7 @@
 #include "ops.h"
 #include "util.h"
 
-#define EXEC_ROWS 32     /* rows (tokens) per forward pass */
+#define EXEC_ROWS 64     /* rows (tokens) per forward pass: each weight is read once per pass */
 #define EXEC_UBATCH 512  /* llama.cpp's default micro-batch: it decides the attention kernel */
 
 /* One row of a pass: a token of session s at position pos. */
