@@ -155,9 +155,9 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     __m256 acc[4][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
-        __m256 dw[4];
+        __m256 blk[4][4]; /* this block's sum before the weight scale */
         UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
-        UNROLL for (int r = 0; r < R; r++) dw[r] = _mm256_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) blk[r][t] = _mm256_setzero_ps();
         UNROLL for (int j = 0; j < nch; j++) {
             __m256i av[4], ps[4];
             __m256 da[4];
@@ -173,9 +173,13 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                     __m256i p = k == K_Q8 ? _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(av[t], c))
                                           : _mm256_sub_epi16(_mm256_maddubs_epi16(c, av[t]), ps[t]);
                     p = _mm256_madd_epi16(p, ones16);
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da[t]), acc[r][t]);
+                    blk[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), da[t], blk[r][t]);
                 }
             }
+        }
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 dw = _mm256_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
+            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(blk[r][t], dw, acc[r][t]);
         }
     }
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = hsum(acc[r][t]);

@@ -18,7 +18,7 @@
 #define UNROLL _Pragma("GCC unroll 8")
 
 enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2, K_Q8 };
-enum { DEC_R = 4, PP_R = 4, PP_T = 3 };
+enum { DEC_R = 8, PP_R = 4, PP_T = 3, MAX_R = 8 };
 
 typedef struct { int nb, bytes, d_off; } kind_info;
 
@@ -152,10 +152,10 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     const kind_info ki = info(k);
     const int nch = ki.nb / 32;
     const __m512i ones8 = _mm512_set1_epi8(1);
-    __m512 acc[4][4];
+    __m512 acc[MAX_R][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
-        __m512 dw[4];
+        __m512 dw[MAX_R];
         UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         UNROLL for (int r = 0; r < R; r++) dw[r] = _mm512_set1_ps(h2f(w[r] + i * ki.bytes + ki.d_off));
         UNROLL for (int p = 0; p < nch / 2; p++) {
@@ -184,13 +184,13 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
 INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
     const int npair = ki.nb / 64;
-    __m512 acc[4][4];
+    __m512 acc[MAX_R][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
         UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
         const int half = (int)(i * ki.nb % QK_K) / 128;
-        __m512i neg[4], s[4][4];
+        __m512i neg[4], s[MAX_R][4];
         float da[4];
         UNROLL for (int t = 0; t < T; t++) {
             const block_q8_K *y = (const block_q8_K *)(a[t] + yoff);
@@ -235,7 +235,7 @@ INLINE __m512 q8_scales(const uint8_t *b, int both) {
 INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     const int64_t nb = n / QK8_0;
-    __m512 acc[4][4];
+    __m512 acc[MAX_R][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i += 2) {
         const int both = i + 1 < nb;
@@ -274,8 +274,8 @@ typedef struct {
 } mm_args;
 
 INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
-    const uint8_t *w[4], *a[4];
-    float res[16];
+    const uint8_t *w[MAX_R], *a[4];
+    float res[MAX_R * 4];
     UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
     UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
     if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
