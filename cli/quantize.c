@@ -41,7 +41,7 @@ static int parse_type(const char *flag, const char *s, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
     for (int id = 0; t < 0 && *s && !*end && id < TYPE_COUNT; id++)
-        if (type_get((uint32_t)id) && type_get((uint32_t)id)->weight && (long)quant_file_type((uint32_t)id) == v) t = id;
+        if (type_get((uint32_t)id) && type_get((uint32_t)id)->weight && (long)type_file_type((uint32_t)id) == v) t = id;
     if (t < 0) {
         fprintf(stderr, "trit quantize: %s: unknown type '%s' (F32 F16 BF16 Q8_0 TQ1_0 TQ2_0 Q1_0 Q2_0 PQ2_0 PTQ1_0)\n",
                 flag, s);

@@ -53,21 +53,6 @@ struct qjob {
     quant_summary *sum;
 };
 
-uint32_t quant_file_type(uint32_t type) {
-    switch (type) {
-    case TYPE_F16: return 1;
-    case TYPE_Q8_0: return 7;
-    case TYPE_BF16: return 32;
-    case TYPE_TQ1_0: return 36;
-    case TYPE_TQ2_0: return 37;
-    case TYPE_Q1_0: return 40;
-    case TYPE_Q2_0: return 41;
-    case TYPE_PQ2_0: return 141;
-    case TYPE_PTQ1_0: return 143;
-    default: return 0;
-    }
-}
-
 /* Types whose values are (a subset of) {-d, 0, +d} per group: the ternarizer chooses them. */
 static int ternary_target(uint32_t type) { return type_get(type)->ternary || type == TYPE_Q2_0; }
 
@@ -507,7 +492,7 @@ static int write_file(qjob *j, const char *out, trit_err *err) {
     int rc = -1;
     for (size_t i = 0; i < j->f->n_kv; i++)
         if (gguf_writer_add_kv(w, &j->f->kv[i], err)) goto done;
-    if (gguf_writer_set_u32(w, "general.file_type", quant_file_type(j->p->type), err)) goto done;
+    if (gguf_writer_set_u32(w, "general.file_type", type_file_type(j->p->type), err)) goto done;
     if (j->p->rotate && contract_keys(w, j, err)) goto done;
     for (size_t i = 0; i < j->n; i++) {
         qtensor *t = &j->t[i];

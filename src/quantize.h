@@ -50,7 +50,5 @@ typedef struct {
 /* Converts in to out (written through out.tmp). 0, or -1 with err set (nothing left at out). */
 int quant_file(const char *in, const char *out, const quant_params *p, quant_summary *sum, trit_err *err);
 
-/* llama_ftype written as general.file_type for a file of this type (0 for F32). */
-uint32_t quant_file_type(uint32_t type);
 
 #endif

@@ -429,22 +429,6 @@ static int kv_arch_f32(gguf_writer *w, const synth_shape *s, const char *key, fl
     return kv_scalar(w, full, GGUF_F32, 0, v, err);
 }
 
-/* llama_ftype of a model whose matmul weights are mostly `type`. */
-static uint32_t file_type(uint32_t type) {
-    switch (type) {
-    case TYPE_F16: return 1;
-    case TYPE_Q8_0: return 7;
-    case TYPE_BF16: return 32;
-    case TYPE_TQ1_0: return 36;
-    case TYPE_TQ2_0: return 37;
-    case TYPE_Q1_0: return 40;
-    case TYPE_Q2_0: return 41;
-    case TYPE_PQ2_0: return 141;
-    case TYPE_PTQ1_0: return 143;
-    default: return 0;
-    }
-}
-
 /* SPM ("llama") vocabulary any trit build can tokenize: <unk> <s> </s>, the 256 byte tokens, the
  * word marker U+2581 and printable ASCII (so text is not all byte fallback), then filler pieces
  * "tokN" with falling scores up to the shape's vocabulary size. */
@@ -590,7 +574,7 @@ static int model_keys(gguf_writer *w, const synth_plan *pl, trit_err *err) {
         kv_arch_u32(w, s, "attention.head_count_kv", (uint32_t)s->n_head_kv, err) ||
         kv_arch_f32(w, s, "attention.layer_norm_rms_epsilon", s->rms_eps, err) ||
         kv_arch_f32(w, s, "rope.freq_base", s->rope_base, err) ||
-        gguf_writer_set_u32(w, "general.file_type", file_type(p->type), err) ||
+        gguf_writer_set_u32(w, "general.file_type", type_file_type(p->type), err) ||
         (p->vocab_path ? copied_vocab(w, p->vocab_path, s->n_vocab, err) : synthetic_vocab(w, s->n_vocab, err)) ||
         kv_arch_u32(w, s, "block_count", (uint32_t)s->n_layer, err))
         return -1;

@@ -101,3 +101,18 @@ int type_block_codes(uint32_t type, const void *block, uint8_t *codes, float *d)
     *d = f16_to_f32(h);
     return n;
 }
+
+uint32_t type_file_type(uint32_t id) {
+    switch (id) {
+    case TYPE_F16: return 1;
+    case TYPE_Q8_0: return 7;
+    case TYPE_BF16: return 32;
+    case TYPE_TQ1_0: return 36;
+    case TYPE_TQ2_0: return 37;
+    case TYPE_Q1_0: return 40;
+    case TYPE_Q2_0: return 41;
+    case TYPE_PQ2_0: return 141;
+    case TYPE_PTQ1_0: return 143;
+    default: return 0;
+    }
+}

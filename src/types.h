@@ -46,6 +46,8 @@ const type_traits *type_get(uint32_t id);
 const char *type_name(uint32_t id);
 /* Type id for a name such as "ptq1_0" (case-insensitive), or -1. */
 int type_from_name(const char *name);
+/* general.file_type (llama_ftype) of a model whose matmul weights are mostly `id` (0 = F32). */
+uint32_t type_file_type(uint32_t id);
 /* Bytes of n elements; 0 when n is not a multiple of the block or on overflow. */
 uint64_t type_row_bytes(uint32_t id, int64_t n);
 
