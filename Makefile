@@ -85,17 +85,26 @@ BENCH_MODEL ?= $(SHARED)/data/models/stories260K.gguf
 bench-serve: all
 	TRIT_BIN=$(BUILD)/trit node bench/serve_load.mjs $(BENCH_MODEL)
 
+# The fuzz targets link a library built by clang with the sanitizers and libFuzzer's coverage
+# (per-file ISA flags kept, so the kernel files build as in every other build).
+FUZZ_BUILD := build/fuzzlib
+FUZZ_CC    := clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined
+.PHONY: fuzz-lib
+fuzz-lib:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
+		$(FUZZ_BUILD)/libtrit.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
 # libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
 FUZZ_BIN := build/fuzz/fuzz_gguf
-$(FUZZ_BIN): fuzz/fuzz_gguf.c $(LIB_SRC)
+$(FUZZ_BIN): fuzz/fuzz_gguf.c fuzz-lib
 	@mkdir -p $(dir $@)
-	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
 # libFuzzer target for the server's request parsing, seeded with fuzz/request_seeds.
 FUZZ_REQ_BIN := build/fuzz/fuzz_request
-$(FUZZ_REQ_BIN): fuzz/fuzz_request.c $(SRV_SRC) $(LIB_SRC)
+$(FUZZ_REQ_BIN): fuzz/fuzz_request.c fuzz-lib
 	@mkdir -p $(dir $@)
-	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
 fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request
@@ -141,9 +150,9 @@ bench: all $(BUILD)/bandwidth
 
 # libFuzzer target for the chat-template interpreter, seeded with the templates of the tests.
 JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
-$(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c $(LIB_SRC)
+$(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c fuzz-lib
 	@mkdir -p $(dir $@)
-	clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
 fuzz-jinja: $(JINJA_FUZZ_BIN)
 	@mkdir -p build/fuzz/jinja-corpus

@@ -28,7 +28,12 @@ static void touch_kv(const gguf_file *f, const gguf_kv *kv) {
     if (kv->type != GGUF_ARRAY) return;
     for (uint64_t j = 0; j < kv->n; j++) {
         if (kv->arr_type == GGUF_STRING) sink += kv->strs[j].len + (uint8_t)kv->strs[j].str[kv->strs[j].len];
-        else sink += (uint64_t)gguf_arr_int(kv, j) + (uint64_t)gguf_arr_float(kv, j);
+        else {
+            double d2 = gguf_arr_float(kv, j);
+            uint64_t bits;
+            memcpy(&bits, &d2, sizeof bits); /* a float's bits: converting it could overflow */
+            sink += (uint64_t)gguf_arr_int(kv, j) + bits;
+        }
     }
     sink += (uint64_t)gguf_arr_int(kv, kv->n); /* one past the end must be safe too */
 }

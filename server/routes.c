@@ -97,11 +97,14 @@ typedef struct {
     size_t errlen;
 } perr;
 
+/* The message may quote request text: control characters become '?' so it stays one line. */
 static int bad(perr *e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->err, e->errlen, fmt, ap);
     va_end(ap);
+    for (char *p = e->err; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     return -1;
 }
 

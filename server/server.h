@@ -70,7 +70,8 @@ void srv_req_free(srv_req *r);
 /* The chat template behind one function so the Jinja renderer can replace it: ChatML, with a
  * trailing assistant message continued (prefill) and thinking disabled by an empty think block. */
 /* The prompt text of a conversation: the model's chat template (built-in ChatML when it has none),
- * or ChatML left open when the last message is the assistant's (a prefill). NULL with err set. */
+ * or ChatML left open when the last message is the assistant's (a prefill); m NULL: built-in ChatML.
+ * NULL with err set. */
 char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
                   char *err, size_t errlen);
 

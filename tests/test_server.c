@@ -547,6 +547,11 @@ static void test_error_400_json(void) {
         check_error(j, 400, "invalid_request_error");
         json_decref(j);
     }
+    /* a quoted role with a newline still gives a one-line message (found by the fuzzer) */
+    json_t *j = post(sv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"a\\nb\",\"content\":\"hi\"}]}", 400);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECKF(msg && !strchr(msg, '\n'), "message: %s", msg ? msg : "(none)");
+    json_decref(j);
     check_alive(sv);
     close_server(sv);
 }
