@@ -143,10 +143,6 @@ static int cand_before(const cand *a, const cand *b) {
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static int cand_cmp(const void *a, const void *b) {
-    return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
-}
-
 static int argmax(const cand *c, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -154,7 +150,8 @@ static int argmax(const cand *c, int n) {
     return best;
 }
 
-/* Min-heap on cand_before (the root is the worst kept) for selecting the k best. */
+/* Heap whose root is the worst candidate (cand_before inverted), for selection and sorting
+ * in place: qsort may allocate, and sampling must not. */
 static void heap_down(cand *h, int n, int i) {
     for (;;) {
         int l = 2 * i + 1, r = l + 1, m = i;
@@ -168,16 +165,30 @@ static void heap_down(cand *h, int n, int i) {
     }
 }
 
+static void heapify(cand *c, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(c, n, i);
+}
+
+/* Turns a heap into a best-first array by moving the worst to the end, repeatedly. */
+static void heap_sort(cand *c, int n) {
+    for (int end = n - 1; end > 0; end--) {
+        cand t = c[0];
+        c[0] = c[end];
+        c[end] = t;
+        heap_down(c, end, 0);
+    }
+}
+
 /* Keeps the k best candidates, sorted, in c[0..k). O(n log k). */
 static int top_k(cand *c, int n, int k) {
     if (k <= 0 || k >= n) return n;
-    for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    heapify(c, k);
     for (int i = k; i < n; i++) {
         if (!cand_before(&c[i], &c[0])) continue;
         c[0] = c[i];
         heap_down(c, k, 0);
     }
-    qsort(c, (size_t)k, sizeof *c, cand_cmp);
+    heap_sort(c, k);
     return k;
 }
 
@@ -196,7 +207,7 @@ static void softmax(cand *c, int n, float temp) {
 /* Smallest prefix (by probability) whose mass reaches top_p. */
 static int top_p(cand *c, int n, float p, int sorted) {
     if (p >= 1.0f) return n;
-    if (!sorted) qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    if (!sorted) heapify(c, n), heap_sort(c, n);
     softmax(c, n, 1.0f);
     double cum = 0;
     for (int i = 0; i < n; i++) {
@@ -206,9 +217,11 @@ static int top_p(cand *c, int n, float p, int sorted) {
     return n;
 }
 
-/* Keeps candidates whose probability is at least min_p times the best one's. */
+/* Keeps candidates whose probability is at least min_p times the best one's; min_p above 1
+ * acts as 1, so the best always stays. */
 static int min_p(cand *c, int n, float p) {
     if (p <= 0.0f) return n;
+    if (p > 1.0f) p = 1.0f;
     float thr = c[argmax(c, n)].logit + logf(p);
     int m = 0;
     for (int i = 0; i < n; i++)

@@ -167,6 +167,52 @@ static void test_temperature(void) {
     check_distribution(&p, l, want, 5);
 }
 
+static const float *sort_logits;
+
+static int by_logit_desc(const void *a, const void *b) {
+    float x = sort_logits[*(const int *)a], y = sort_logits[*(const int *)b];
+    return x > y ? -1 : x < y;
+}
+
+/* Top-p over a large vocabulary with top-k off (the full sort path): every draw must come from
+ * the exact nucleus, and a tiny top_p or min_p = 1 must give the argmax. */
+static void test_top_p_full_vocab(void) {
+    enum { N = 2000 };
+    static float l[N];
+    static int order[N];
+    uint32_t st = 99;
+    lcg_logits(l, N, &st);
+    for (int i = 0; i < N; i++) order[i] = i;
+    sort_logits = l;
+    qsort(order, N, sizeof *order, by_logit_desc);
+    double z = 0, cum = 0;
+    for (int i = 0; i < N; i++) z += exp(l[i] - l[order[0]]);
+    static char in_nucleus[N];
+    for (int i = 0; i < N && cum < 0.5; i++) {
+        cum += exp(l[order[i]] - l[order[0]]) / z;
+        in_nucleus[order[i]] = 1;
+    }
+    trit_sampler_params p = plain(11);
+    p.top_p = 0.5f;
+    trit_sampler *s = trit_sampler_new(&p, N);
+    p.top_p = 1e-6f;
+    trit_sampler *one = trit_sampler_new(&p, N);
+    p.top_p = 1.0f;
+    p.min_p = 1.0f;
+    trit_sampler *minp = trit_sampler_new(&p, N);
+    REQUIRE(s && one && minp);
+    int bad = 0;
+    for (int i = 0; i < 2000; i++) bad += !in_nucleus[trit_sampler_sample(s, l)];
+    CHECKF(bad == 0, "%d draws outside the nucleus", bad);
+    for (int i = 0; i < 20; i++) {
+        CHECK(trit_sampler_sample(one, l) == order[0]);
+        CHECK(trit_sampler_sample(minp, l) == order[0]);
+    }
+    trit_sampler_free(s);
+    trit_sampler_free(one);
+    trit_sampler_free(minp);
+}
+
 static void test_repeat_penalty(void) {
     trit_sampler_params p = plain(1);
     p.temp = 0;
@@ -225,6 +271,11 @@ static void test_total(void) {
     CHECK(trit_sampler_sample(s, NULL) == -1);
     const float odd[4] = {NAN, INFINITY, -INFINITY, 1.0f};
     CHECK(trit_sampler_sample(s, odd) == 1);
+    trit_sampler_free(s);
+    p.min_p = 2.0f; /* more than 1 keeps just the best */
+    s = trit_sampler_new(&p, 4);
+    REQUIRE(s);
+    CHECK(trit_sampler_sample(s, odd) == 1);
     const float none[4] = {-INFINITY, -INFINITY, NAN, -INFINITY};
     int32_t t = trit_sampler_sample(s, none);
     CHECK(t >= 0 && t < 4);
@@ -249,6 +300,7 @@ const test_case sampler_tests[] = {
     {"top_p", test_top_p},
     {"top_k", test_top_k},
     {"temperature", test_temperature},
+    {"top_p_full_vocab", test_top_p_full_vocab},
     {"repeat_penalty", test_repeat_penalty},
     {"whole_history", test_whole_history},
     {"total", test_total},
