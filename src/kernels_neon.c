@@ -15,7 +15,7 @@
 #define UNROLL _Pragma("GCC unroll 16")
 
 enum { K_PTQ1, K_Q1, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
-enum { DEC_R = 4, PP_R = 2, PP_T = 4 };
+enum { DEC_R = 4, PP_R = 2, PP_T = 4, MAX_R = 4 };
 
 typedef struct { int nb, bytes, d_off; } kind_info;
 
@@ -175,45 +175,13 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = vaddvq_f32(acc[r][t]);
 }
 
-/* ---- Tiling: rows and tokens past the end repeat the last one (computed, not stored). */
-
-typedef struct {
-    int64_t n;
-    const uint8_t *w;
-    size_t w_stride;
-    int64_t n_rows;
-    const uint8_t *act;
-    size_t act_stride;
-    int64_t n_tok;
-    float *out;
-    size_t out_stride;
-} mm_args;
-
-INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
-    const uint8_t *w[4], *a[4];
-    float res[16];
-    UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
-    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
-    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, m->n, w, a, res);
-    else tile_q8_0(k, R, T, m->n, w, a, res);
-    for (int t = 0; t < T && t0 + t < m->n_tok; t++)
-        for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
+/* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
+INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
+    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
+    else tile_q8_0(k, R, T, n, w, a, res);
 }
 
-INLINE void run(int k, const mm_args *m) {
-    int64_t t0 = 0;
-    for (; m->n_tok - t0 >= 2; t0 += PP_T)
-        for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
-    for (; t0 < m->n_tok; t0++)
-        for (int64_t r0 = 0; r0 < m->n_rows; r0 += DEC_R) tile_at(k, DEC_R, 1, m, r0, t0);
-}
-
-#define MATMUL(name, kind)                                                                                \
-    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
-                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
-        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
-        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                       \
-    }
+#include "kernels_tile.h"
 
 MATMUL(mm_ptq1_0, K_PTQ1)
 MATMUL(mm_q1_0, K_Q1)
