@@ -1,0 +1,24 @@
+/* Test helper: a Hugging Face model folder written from a GGUF model by inverting the
+ * converter's conventions (names, llama's Q/K rope order, qwen35's norm + 1, -exp(A_log), tiled
+ * V heads, squeezed conv1d), with safetensors shards, config.json and a tokenizer.json built
+ * from the GGUF vocabulary (SentencePiece vocabularies only). */
+#ifndef TRIT_TEST_HF_WRITE_H
+#define TRIT_TEST_HF_WRITE_H
+
+#include <stdint.h>
+
+/* Writes dir (which must exist) from gguf: tensors in dtype (TYPE_F32 or TYPE_BF16) over
+ * n_shards files (1: model.safetensors without an index). 0, or -1 after a recorded failure. */
+int hf_write(const char *gguf, const char *dir, uint32_t dtype, int n_shards);
+
+/* Writes one safetensors file of n tensors (names, dtype strings, shapes of nd dims, data). */
+typedef struct {
+    const char *name, *dtype;
+    int nd;
+    int64_t shape[4];
+    const void *data;
+    uint64_t size;
+} hf_wtensor;
+int hf_write_safetensors(const char *path, const hf_wtensor *t, int n);
+
+#endif

@@ -1,0 +1,271 @@
+/* hf tests: Hugging Face folders written from the golden GGUF models (tests/hf_write.c) convert
+ * back to the same tensors, logits and vocabulary; BF16 shards within bf16 rounding; the Qwen3
+ * tokenizer.json gives the qwen2 vocabulary's ids; bad safetensors and folders are refused with
+ * one line naming the problem. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "gguf_edit.h"
+#include "hf.h"
+#include "hf_write.h"
+#include "quantize.h"
+#include "safetensors.h"
+#include "test.h"
+#include "tok_test.h"
+#include "trit.h"
+#include "types.h"
+
+static quant_params f32_params(void) {
+    return (quant_params){.type = TYPE_F32, .embd_type = -1, .output_type = -1, .n_threads = 2};
+}
+
+/* Logits of a fixed sequence with an f32 KV cache; malloc'd, NULL on failure. */
+static float *logits_of(const char *path, int *n_vocab) {
+    static const int32_t seq[] = {1, 15, 27, 300, 42, 7, 99, 100};
+    char err[512];
+    trit_model *m = trit_model_load(path, NULL, err, sizeof err);
+    if (!m) return test_failed(__FILE__, __LINE__, "%s: %s", path, err), NULL;
+    trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .kv_f32 = 1};
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    *n_vocab = trit_model_n_vocab(m);
+    float *l = malloc(8 * (size_t)*n_vocab * sizeof *l);
+    if (!s || !l || trit_session_eval(s, seq, 8, l, 1, err, sizeof err)) {
+        test_failed(__FILE__, __LINE__, "%s: %s", path, err);
+        free(l);
+        l = NULL;
+    }
+    trit_session_free(s);
+    trit_model_free(m);
+    return l;
+}
+
+/* Largest |a - b| over the logits, relative to max(1, max |a|); -1 when either fails. */
+static double logit_diff(const char *a, const char *b) {
+    int na = 0, nb = 0;
+    float *x = logits_of(a, &na), *y = logits_of(b, &nb);
+    double md = -1, mx = 1;
+    if (x && y && na == nb) {
+        md = 0;
+        for (int i = 0; i < 8 * na; i++) md = fmax(md, fabs(x[i] - y[i])), mx = fmax(mx, fabs(x[i]));
+        md /= mx;
+    }
+    free(x), free(y);
+    return md;
+}
+
+static int same_kv(const gguf_file *a, const gguf_file *b, const char *key) {
+    const gguf_kv *x = gguf_find(a, key), *y = gguf_find(b, key);
+    if (!x || !y) return !x && !y;
+    if (x->type != GGUF_ARRAY) return x->type == y->type ? x->v.u64 == y->v.u64 : x->v.i64 == y->v.i64;
+    if (x->n != y->n || x->arr_type != y->arr_type) return 0;
+    for (uint64_t i = 0; i < x->n; i++)
+        if (x->arr_type == GGUF_STRING ? x->strs[i].len != y->strs[i].len || memcmp(x->strs[i].str, y->strs[i].str, x->strs[i].len)
+                                       : gguf_arr_float(x, i) != gguf_arr_float(y, i))
+            return 0;
+    return 1;
+}
+
+/* Tensors: every golden tensor is there with the same type and shape; *exact counts those with
+ * the same bytes. */
+static void compare_tensors(const gguf_file *g, const gguf_file *o, const char *what, size_t *exact) {
+    CHECKF(g->n_tensors == o->n_tensors, "%s: %zu tensors, want %zu", what, o->n_tensors, g->n_tensors);
+    *exact = 0;
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *a = &g->tensors[i], *b = gguf_find_tensor(o, a->name);
+        CHECKF(b && b->type == a->type && b->n_dims == a->n_dims && !memcmp(b->ne, a->ne, sizeof a->ne), "%s: %s", what,
+               a->name);
+        *exact += b && b->size == a->size && !memcmp(a->data, b->data, a->size);
+    }
+}
+
+/* Token ids of a text under both vocabularies are the same. */
+static void compare_tokenization(const gguf_file *g, const gguf_file *o, const char *what) {
+    static const char text[] = "Once upon a time, there was a little girl named Lily. She said: \"hello!\"";
+    trit_err e;
+    vocab *a = vocab_load(g, &e), *b = vocab_load(o, &e);
+    CHECKF(a && b, "%s: %s", what, e.msg);
+    if (a && b) {
+        int na, nb;
+        int32_t *x = tokenize(a, text, sizeof text - 1, 1, 1, &na), *y = tokenize(b, text, sizeof text - 1, 1, 1, &nb);
+        CHECKF(x && y && na == nb && na > 10 && !memcmp(x, y, (size_t)na * 4), "%s: token ids differ (%d vs %d)", what, na, nb);
+        free(x), free(y);
+    }
+    vocab_free(a), vocab_free(b);
+}
+
+static void make_dir(char *dir, size_t n) {
+    snprintf(dir, n, "/tmp/trit-hf-XXXXXX");
+    if (!mkdtemp(dir)) test_failed(__FILE__, __LINE__, "mkdtemp failed");
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) test_failed(__FILE__, __LINE__, "cannot remove %s", dir);
+}
+
+/* golden -> HF folder -> trit quantize F32: same keys that matter, tensors, logits. */
+static void roundtrip(const char *arch, uint32_t dtype, int shards, size_t want_exact, double tol) {
+    char golden[512], dir[64], out[128], ref[128];
+    snprintf(golden, sizeof golden, "%s", shared_path(""));
+    snprintf(golden + strlen(golden), sizeof golden - strlen(golden), "golden/models/tiny-%s-F32.gguf", arch);
+    make_dir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(ref, sizeof ref, "%s/ref.gguf", dir);
+    if (!hf_write(golden, dir, dtype, shards)) {
+        quant_params p = f32_params();
+        quant_summary s;
+        trit_err e;
+        int rc = quant_file(dir, out, &p, &s, &e);
+        CHECKF(!rc, "%s: %s", arch, e.msg);
+        /* BF16 shards are compared with the golden model's weights rounded to bf16 */
+        if (!rc && dtype == TYPE_BF16) rc = gguf_copy_edit(golden, ref, NULL, NULL, tensor_round_bf16);
+        const char *want = dtype == TYPE_BF16 ? ref : golden;
+        gguf_file *g = rc ? NULL : gguf_open(want, 1, &e), *o = rc ? NULL : gguf_open(out, 1, &e);
+        if (g && o) {
+            size_t exact;
+            compare_tensors(g, o, arch, &exact);
+            CHECKF(exact >= want_exact, "%s: %zu tensors byte-exact, want %zu", arch, exact, want_exact);
+            static const char *const keys[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
+                                               "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+                                               "tokenizer.ggml.add_bos_token", "tokenizer.ggml.model"};
+            for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECKF(same_kv(g, o, keys[i]), "%s: %s differs", arch, keys[i]);
+            const char *tmpl = NULL;
+            CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "m.content"));
+            compare_tokenization(g, o, arch);
+            double d = logit_diff(want, out);
+            CHECKF(d >= 0 && d <= tol, "%s: logits differ by %g (tolerance %g)", arch, d, tol);
+        }
+        gguf_close(g), gguf_close(o);
+    }
+    remove_dir(dir);
+}
+
+static void test_llama(void) { roundtrip("llama", TYPE_F32, 2, 21, 0); }
+static void test_qwen3(void) { roundtrip("qwen3", TYPE_F32, 1, 25, 0); }
+/* qwen35: norm - 1 + 1 and log / -exp round; every other tensor is exact. */
+static void test_qwen35(void) { roundtrip("qwen35", TYPE_F32, 3, 28 - 2 * 4 - 1, 1e-5); }
+static void test_bf16(void) {
+    roundtrip("llama", TYPE_BF16, 2, 21, 0);
+    roundtrip("qwen3", TYPE_BF16, 1, 25, 0);
+}
+
+/* The Qwen3 tokenizer.json gives the qwen2 vocabulary's tokens and merges and its ids on
+ * llama.cpp's test vectors. */
+static void test_qwen3_tokenizer(void) {
+    trit_err e;
+    gguf_file *ref = gguf_open(shared_path("data/vocab/ggml-vocab-qwen2.gguf"), 1, &e);
+    gguf_file *f = hf_vocab_open(shared_path("data/tokenizers/qwen3"), "qwen3", 151936, &e);
+    REQUIREF(ref && f, "%s", e.msg);
+    const gguf_kv *a = gguf_find(ref, "tokenizer.ggml.tokens"), *b = gguf_find(f, "tokenizer.ggml.tokens");
+    REQUIRE(a && b && a->n == b->n);
+    int same = 0;
+    for (uint64_t i = 0; i < 151643; i++) same += a->strs[i].len == b->strs[i].len && !memcmp(a->strs[i].str, b->strs[i].str, a->strs[i].len);
+    CHECKF(same == 151643, "%d of 151643 base tokens equal", same);
+    CHECK(same_kv(ref, f, "tokenizer.ggml.merges"));
+    const char *pre = NULL;
+    CHECK(gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, "qwen2"));
+    vocab *v = vocab_load(f, &e);
+    REQUIREF(v, "%s", e.msg);
+    CHECK(vocab_token_type(v, 151667) == TOKEN_USER_DEFINED && vocab_token_type(v, 151644) == TOKEN_CONTROL &&
+          vocab_token_type(v, 151700) == TOKEN_UNUSED && vocab_eos(v) == 151645 && !vocab_add_bos(v));
+    int total = 0, passed = 0;
+    run_vocab_vectors_with(v, "ggml-vocab-qwen2", 0, &total, &passed);
+    CHECKF(total == 46 && passed == total, "qwen2 vectors: %d/%d", passed, total);
+    vocab_free(v);
+    gguf_close(f);
+    gguf_close(ref);
+}
+
+/* ---- strictness */
+
+static void expect_st_error(const void *buf, size_t n, const char *want) {
+    trit_err e = {{0}};
+    st_file *f = st_open_buffer(buf, n, "t.safetensors", &e);
+    CHECKF(!f && strstr(e.msg, want) && !strchr(e.msg, '\n'), "want '%s', got '%s'", want, f ? "(accepted)" : e.msg);
+    st_close(f);
+}
+
+static size_t st_buf(uint8_t *buf, const char *header, size_t data) {
+    uint64_t n = strlen(header);
+    memcpy(buf, &n, 8);
+    memcpy(buf + 8, header, n);
+    memset(buf + 8 + n, 0, data);
+    return 8 + n + data;
+}
+
+static void test_safetensors_strict(void) {
+    uint8_t buf[1024];
+    trit_err e;
+    size_t n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                           "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}", 32);
+    st_file *f = st_open_buffer(buf, n, "ok", &e);
+    CHECKF(f && f->n == 2 && st_find(f, "b") && st_find(f, "b")->type == TYPE_BF16 && st_find(f, "a")->shape[1] == 3, "%s",
+           f ? "wrong table" : e.msg);
+    st_close(f);
+    expect_st_error(buf, 5, "truncated");
+    uint64_t big = 1u << 20;
+    memcpy(buf, &big, 8);
+    expect_st_error(buf, n, "past the end");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8);
+    expect_st_error(buf, n, "dtype I64");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+    expect_st_error(buf, n, "shape needs 12");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", 8);
+    expect_st_error(buf, n, "past the 8 data bytes");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12);
+    expect_st_error(buf, n, "overlap");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],", 8);
+    expect_st_error(buf, n, "not a JSON object");
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0);
+    expect_st_error(buf, n, "bad shape");
+}
+
+/* A broken folder through the CLI: exit 1, one line naming the problem. */
+static void expect_cli_error(const char *dir, const char *want) {
+    char cmd[4300], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s/o.gguf F32 2>&1", trit_bin(), dir, dir);
+    int rc = run_cmd(cmd, &out);
+    CHECKF(rc == 1 && out && strstr(out, want) && strchr(out, '\n') == out + strlen(out) - 1, "want '%s': rc %d, '%s'", want,
+           rc, out ? out : "");
+    free(out);
+}
+
+static void test_folder_strict(void) {
+    char dir[64], path[256];
+    make_dir(dir, sizeof dir);
+    if (hf_write(shared_path("golden/models/tiny-qwen3-F32.gguf"), dir, TYPE_F32, 2)) return remove_dir(dir);
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
+    char moved[300];
+    snprintf(moved, sizeof moved, "%s.bak", path);
+    CHECK(!rename(path, moved));
+    expect_cli_error(dir, "model-00002-of-00002.safetensors: No such file");
+    CHECK(!rename(moved, path));
+    FILE *fp = fopen(path, "r+b"); /* a header length past the end of the shard */
+    uint64_t big = 1ull << 40;
+    if (fp) fwrite(&big, 8, 1, fp), fclose(fp);
+    expect_cli_error(dir, "runs past the end of the file");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    fp = fopen(path, "w");
+    if (fp) fputs("{\"model_type\": \"qwen3\",", fp), fclose(fp);
+    expect_cli_error(dir, "config.json");
+    fp = fopen(path, "w");
+    if (fp) fputs("{\"model_type\": \"gpt_neox\"}", fp), fclose(fp);
+    expect_cli_error(dir, "model_type 'gpt_neox' is not supported");
+    remove_dir(dir);
+}
+
+const test_case hf_tests[] = {
+    {"llama", test_llama},
+    {"qwen3", test_qwen3},
+    {"qwen35", test_qwen35},
+    {"bf16", test_bf16},
+    {"qwen3_tokenizer", test_qwen3_tokenizer},
+    {"safetensors_strict", test_safetensors_strict},
+    {"folder_strict", test_folder_strict},
+    {0},
+};
