@@ -523,9 +523,13 @@ static int hf_rows(void *ctx, const gguf_tensor *t, int64_t row0, int64_t n, voi
     for (int64_t r = 0; r < n; r++) {
         const uint8_t *in = (const uint8_t *)c->st->data + (size_t)(src_row(c, row0 + r) * ne0) * es;
         uint8_t *out = (uint8_t *)dst + (size_t)(r * ne0) * oes;
+        if (t->type == st && !c->op && !c->cols.rep) {
+            memcpy(out, in, (size_t)ne0 * es);
+            continue;
+        }
         for (int64_t x = 0; x < ne0; x++) {
             int64_t sx = tile_src(&c->cols, x);
-            if (t->type == st) {
+            if (t->type == st && !c->op) {
                 memcpy(out + x * (int64_t)es, in + sx * (int64_t)es, es);
                 continue;
             }

@@ -137,17 +137,19 @@ static void roundtrip(const char *arch, uint32_t dtype, int shards, size_t want_
             CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "m.content"));
             compare_tokenization(g, o, arch);
             double d = logit_diff(want, out);
+            printf("     %s %s: %zu of %zu tensors byte-exact, logits within %g\n", arch, dtype == TYPE_BF16 ? "BF16" : "F32",
+                   exact, g->n_tensors, d);
             CHECKF(d >= 0 && d <= tol, "%s: logits differ by %g (tolerance %g)", arch, d, tol);
         }
         gguf_close(g), gguf_close(o);
     }
-    remove_dir(dir);
+    if (!getenv("KEEP")) remove_dir(dir); else printf("%s\n", dir);
 }
 
 static void test_llama(void) { roundtrip("llama", TYPE_F32, 2, 21, 0); }
 static void test_qwen3(void) { roundtrip("qwen3", TYPE_F32, 1, 25, 0); }
-/* qwen35: norm - 1 + 1 and log / -exp round; every other tensor is exact. */
-static void test_qwen35(void) { roundtrip("qwen35", TYPE_F32, 3, 28 - 2 * 4 - 1, 1e-5); }
+/* qwen35: norms near 1 survive - 1 + 1 exactly (Sterbenz); ssm_a through log and -exp may round. */
+static void test_qwen35(void) { roundtrip("qwen35", TYPE_F32, 3, 28 - 2, 1e-6); }
 static void test_bf16(void) {
     roundtrip("llama", TYPE_BF16, 2, 21, 0);
     roundtrip("qwen3", TYPE_BF16, 1, 25, 0);
