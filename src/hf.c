@@ -62,7 +62,7 @@ int hf_kv_arr(gguf_file *f, const char *key, uint32_t elem, uint64_t n, const vo
     size_t bytes = (size_t)n * gguf_vtype_size(elem);
     void *copy = malloc(bytes ? bytes : 1);
     if (!copy) return fail(err, "out of memory");
-    memcpy(copy, arr, bytes);
+    if (bytes) memcpy(copy, arr, bytes);
     kv->arr_type = elem, kv->n = n, kv->arr = copy;
     return 0;
 }
@@ -185,15 +185,24 @@ static int key_f32(hf_model *m, const char *suffix, const char *field, int requi
     return hf_kv_f32(m->f, k, (float)json_number_value(v), err);
 }
 
-/* Layer il of qwen35 is full attention every interval-th layer (config or layer_types). */
+static int is_full(json_t *lt, size_t i) {
+    const char *s = json_string_value(json_array_get(lt, i));
+    return s && !strcmp(s, "full_attention");
+}
+
+/* Layer il of qwen35 is full attention iff (il + 1) % interval == 0 (what GGUF can say): from
+ * full_attention_interval, or layer_types when that follows the pattern. */
 static int qwen35_interval(const hf_model *m, int64_t *out, trit_err *err) {
     json_t *lt = hp(m, "layer_types");
-    if (json_is_integer(hp(m, "full_attention_interval"))) return hp_int(m, "full_attention_interval", out, err);
+    *out = 0;
+    if (json_is_integer(hp(m, "full_attention_interval")) && hp_int(m, "full_attention_interval", out, err)) return -1;
+    for (size_t i = 0; !*out && i < json_array_size(lt); i++)
+        if (is_full(lt, i)) *out = (int64_t)i + 1;
+    if (!*out) return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
     for (size_t i = 0; i < json_array_size(lt); i++)
-        if (!strcmp(json_string_value(json_array_get(lt, i)) ? json_string_value(json_array_get(lt, i)) : "",
-                    "full_attention"))
-            return *out = (int64_t)i + 1, 0;
-    return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
+        if (is_full(lt, i) != ((int64_t)(i + 1) % *out == 0))
+            return fail(err, "config.json: layer_types is not one full-attention layer every %lld", (long long)*out);
+    return 0;
 }
 
 static int qwen35_keys(hf_model *m, int64_t head_dim, trit_err *err) {

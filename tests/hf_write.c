@@ -151,7 +151,10 @@ static json_t *config_json(const model_info *mi, int tied) {
     json_object_set_new(c, "linear_num_value_heads", json_integer(mi->nk * mi->rep));
     json_object_set_new(c, "linear_key_head_dim", json_integer(mi->dk));
     json_object_set_new(c, "linear_value_head_dim", json_integer(mi->dv));
-    json_object_set_new(c, "full_attention_interval", json_integer(key_int(f, a, "full_attention_interval")));
+    json_t *lt = json_array(); /* as Qwen3.5's configs say it: a type per layer */
+    for (int64_t il = 0, ivl = key_int(f, a, "full_attention_interval"); il < key_int(f, a, "block_count"); il++)
+        json_array_append_new(lt, json_string((il + 1) % ivl ? "linear_attention" : "full_attention"));
+    json_object_set_new(c, "layer_types", lt);
     json_object_del(c, "rope_theta");
     json_object_set_new(c, "rope_parameters", json_pack("{s:f,s:f,s:o,s:s}", "rope_theta", theta, "partial_rotary_factor",
                                                         (double)key_int(f, a, "rope.dimension_count") / (double)hd,
