@@ -2,6 +2,7 @@
  * back to the same tensors, logits and vocabulary; BF16 shards within bf16 rounding; the Qwen3
  * tokenizer.json gives the qwen2 vocabulary's ids; bad safetensors and folders are refused with
  * one line naming the problem. */
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,10 +267,40 @@ static void expect_cli_error(const char *dir, const char *want) {
     free(out);
 }
 
+/* Sets weight_map[name] = shard in dir's index (shard NULL: drops the entry). */
+static void edit_index(const char *dir, const char *name, const char *shard) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    json_t *j = json_load_file(path, 0, NULL), *wm = json_object_get(j, "weight_map");
+    if (shard) json_object_set_new(wm, name, json_string(shard));
+    else json_object_del(wm, name);
+    CHECK(j && !json_dump_file(j, path, 0));
+    json_decref(j);
+}
+
 static void test_folder_strict(void) {
     char dir[64], path[256];
     make_dir(dir, sizeof dir);
     if (hf_write(shared_path("golden/models/tiny-qwen3-F32.gguf"), dir, TYPE_F32, 2)) return remove_dir(dir);
+    /* the writer puts tensors alternately in the two shards: embed_tokens in the first */
+    edit_index(dir, "model.embed_tokens.weight", "model-00002-of-00002.safetensors");
+    expect_cli_error(dir, "'model.embed_tokens.weight' is in model-00001-of-00002.safetensors, which the index does not say");
+    edit_index(dir, "model.embed_tokens.weight", "model-00001-of-00002.safetensors");
+    edit_index(dir, "model.layers.0.mlp.up_proj.weight", NULL);
+    expect_cli_error(dir, "'model.layers.0.mlp.up_proj.weight' is in model-00001-of-00002.safetensors, which");
+    edit_index(dir, "model.layers.0.mlp.up_proj.weight", "model-00001-of-00002.safetensors");
+    edit_index(dir, "model.layers.9.mlp.up_proj.weight", "model-00001-of-00002.safetensors");
+    expect_cli_error(dir, "'model.layers.9.mlp.up_proj.weight' of the index is in no shard");
+    edit_index(dir, "model.layers.9.mlp.up_proj.weight", NULL);
+    float x[4] = {0};
+    hf_wtensor extra = {"model.layers.0.mlp.experts.weight", "F32", 1, {4}, x, sizeof x};
+    snprintf(path, sizeof path, "%s/extra.safetensors", dir);
+    CHECK(!hf_write_safetensors(path, &extra, 1));
+    edit_index(dir, "model.layers.0.mlp.experts.weight", "extra.safetensors");
+    expect_cli_error(dir, "'model.layers.0.mlp.experts.weight' has no GGUF counterpart for qwen3");
+    edit_index(dir, "model.layers.0.mlp.experts.weight", "../extra.safetensors");
+    expect_cli_error(dir, "bad shard name '../extra.safetensors'");
+    edit_index(dir, "model.layers.0.mlp.experts.weight", NULL);
     snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
     char moved[300];
     snprintf(moved, sizeof moved, "%s.bak", path);
