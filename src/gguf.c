@@ -466,17 +466,10 @@ static int parse(gguf_file *f, unsigned flags, trit_err *err) {
     return 0;
 }
 
-/* Keys and names come from the file and may hold control bytes; a message stays one line. */
-static int one_line(trit_err *err) {
-    if (err)
-        for (char *p = err->msg; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-    return -1;
-}
 
 static gguf_file *open_map(gguf_file *f, unsigned flags, trit_err *err) {
     if (parse(f, flags, err) == 0) return f;
-    one_line(err);
+    err_one_line(err);
     gguf_close(f);
     return NULL;
 }
@@ -550,7 +543,7 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 static int type_mismatch(const gguf_file *f, const gguf_kv *kv, const char *want, trit_err *err) {
     fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key,
          gguf_vtype_name(kv->type), want);
-    return one_line(err);
+    return err_one_line(err);
 }
 
 int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *err) {
@@ -559,7 +552,7 @@ int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *er
     if (!vtype_is_int(kv->type)) return type_mismatch(f, kv, "an integer", err);
     if (!vtype_is_signed(kv->type) && kv->v.u64 > INT64_MAX) {
         fail(err, "%s: key '%.150s' = %" PRIu64 " is out of range", f->path, key, kv->v.u64);
-        return one_line(err);
+        return err_one_line(err);
     }
     *out = vtype_is_signed(kv->type) ? kv->v.i64 : (int64_t)kv->v.u64;
     return 1;

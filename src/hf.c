@@ -481,7 +481,11 @@ static int add_tensors(hf_model *m, int64_t n_layer, trit_err *err) {
     if (add_tensor(m, name, "token_embd.weight", &embd, err)) return -1;
     snprintf(name, sizeof name, "%snorm.weight", m->prefix);
     if (add_tensor(m, name, "output_norm.weight", &norm, err)) return -1;
-    if (find(m, "lm_head.weight", &sh) && add_tensor(m, "lm_head.weight", "output.weight", &embd, err)) return -1;
+    if (find(m, "lm_head.weight", &sh)) {
+        if (add_tensor(m, "lm_head.weight", "output.weight", &embd, err)) return -1;
+    } else if (json_is_false(hp(m, "tie_word_embeddings"))) {
+        return fail(err, "%s: no lm_head.weight, and config.json says the embeddings are not tied", m->f->path);
+    }
     if (m->arch == A_QWEN35 && qwen35_interval(m, &interval, err)) return -1;
     return add_layers(m, n_layer, interval, err);
 }
@@ -587,6 +591,7 @@ int hf_open(const char *dir, tsource *s, trit_err *err) {
     else rc = gguf_index(m->f, err);
 done:
     if (rc) {
+        err_one_line(err);
         gguf_close(m->f);
         m->f = NULL;
         hf_free(m);

@@ -248,7 +248,7 @@ int hf_vocab_keys(gguf_file *f, const char *dir, const char *arch, json_t *confi
     vocab_clear(&v);
     json_decref(tcfg);
     json_decref(tok);
-    return rc;
+    return rc ? err_one_line(err) : 0;
 }
 
 gguf_file *hf_vocab_open(const char *dir, const char *arch, int64_t n_vocab, trit_err *err) {

@@ -120,6 +120,7 @@ static int parse(st_file *f, trit_err *err) {
 
 static st_file *finish(st_file *f, trit_err *err) {
     if (parse(f, err)) {
+        err_one_line(err);
         st_close(f);
         return NULL;
     }

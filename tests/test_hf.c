@@ -255,6 +255,11 @@ static void test_safetensors_strict(void) {
     expect_st_error(buf, n, "not a JSON object");
     n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0);
     expect_st_error(buf, n, "bad shape");
+    n = st_buf(buf, "{\"a\\nb\":{\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    expect_st_error(buf, n, "tensor 'a?b' has dtype X"); /* control bytes never break the line */
+    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    expect_st_error(buf, n, "duplicate");
 }
 
 /* A broken folder through the CLI: exit 1, one line naming the problem. */
