@@ -136,7 +136,9 @@ static json_t *config_json(const model_info *mi, int tied) {
                           eps, "rope_theta", theta, "vocab_size", gguf_find_tensor(f, "token_embd.weight")->ne[1],
                           "tie_word_embeddings", tied);
     if (key_int(f, a, "attention.key_length")) json_object_set_new(c, "head_dim", json_integer(key_int(f, a, "attention.key_length")));
-    json_object_set_new(c, "bos_token_id", json_integer(1));
+    int64_t bos = 1;
+    gguf_get_int(f, "tokenizer.ggml.bos_token_id", &bos, NULL);
+    json_object_set_new(c, "bos_token_id", json_integer(bos));
     if (strcmp(a, "qwen35")) {
         json_object_set_new(c, "model_type", json_string(a));
         return c;
@@ -298,7 +300,10 @@ int hf_write(const char *gguf, const char *dir, uint32_t dtype, int n_shards) {
     json_t *c = config_json(&mi, gguf_find_tensor(f, "output.weight") == NULL);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = !c || json_dump_file(c, path, 0) || write_tokenizer(f, dir) || write_shards(&mi, dir, dtype, n_shards) ? -1 : 0;
+    const char *tm = NULL;
+    int spm = gguf_get_str(f, "tokenizer.ggml.model", &tm, NULL) == 1 && !strcmp(tm, "llama");
+    int rc = !c || json_dump_file(c, path, 0) || (spm && write_tokenizer(f, dir)) || write_shards(&mi, dir, dtype, n_shards)
+                 ? -1 : 0;
     if (rc) test_failed(__FILE__, __LINE__, "cannot write the HF folder %s", dir);
     json_decref(c);
     gguf_close(f);

@@ -1,7 +1,8 @@
 /* Test helper: a Hugging Face model folder written from a GGUF model by inverting the
  * converter's conventions (names, llama's Q/K rope order, qwen35's norm + 1, -exp(A_log), tiled
  * V heads, squeezed conv1d), with safetensors shards, config.json and a tokenizer.json built
- * from the GGUF vocabulary (SentencePiece vocabularies only). */
+ * from the GGUF vocabulary (SentencePiece vocabularies; for others the caller puts the
+ * tokenizer files in). */
 #ifndef TRIT_TEST_HF_WRITE_H
 #define TRIT_TEST_HF_WRITE_H
 

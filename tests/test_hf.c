@@ -14,6 +14,7 @@
 #include "hf_write.h"
 #include "quantize.h"
 #include "safetensors.h"
+#include "synth.h"
 #include "test.h"
 #include "tok_test.h"
 #include "trit.h"
@@ -154,6 +155,57 @@ static void test_qwen35(void) { roundtrip("qwen35", TYPE_F32, 3, 28 - 2, 1e-6); 
 static void test_bf16(void) {
     roundtrip("llama", TYPE_BF16, 2, 21, 0);
     roundtrip("qwen3", TYPE_BF16, 1, 25, 0);
+}
+
+/* A tied qwen3 with the real Qwen3 tokenizer files: a gpt2 vocabulary (tokens as the qwen2 file's,
+ * eos <|im_end|> from tokenizer_config.json, bos from config.json, the chat template), no
+ * output.weight, and the synthetic model's tensors and logits exactly. */
+static void test_qwen3_byte_level(void) {
+    synth_params sp = {.type = TYPE_F32, .seed = 4, .n_threads = 2,
+                       .vocab_path = shared_path("data/vocab/ggml-vocab-qwen2.gguf")};
+    trit_err e;
+    REQUIRE(!synth_shape_named(SYNTH_QWEN3, "tiny", &sp.shape, &e) &&
+            !synth_shape_set(&sp.shape, "embd=64,ff=128,heads=2,heads_kv=1,head_dim=32,rope_dim=32,layers=1,vocab=151936,tied=1", &e));
+    char dir[64], in[128], out[128], link[128];
+    make_dir(dir, sizeof dir);
+    snprintf(in, sizeof in, "%s/synth.gguf", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    int rc = synth_write(&sp, in, &e);
+    CHECKF(!rc, "%s", e.msg);
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; !rc && i < 2; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "data/tokenizers/qwen3/%s", files[i]);
+        snprintf(link, sizeof link, "%s/%s", dir, files[i]);
+        char *target = realpath(shared_path(rel), NULL); /* the link lives elsewhere */
+        rc = !target || symlink(target, link);
+        free(target);
+    }
+    if (!rc && !hf_write(in, dir, TYPE_F32, 1)) {
+        quant_params p = f32_params();
+        quant_summary s;
+        rc = quant_file(dir, out, &p, &s, &e);
+        CHECKF(!rc, "%s", e.msg);
+        gguf_file *g = rc ? NULL : gguf_open(in, 1, &e), *o = rc ? NULL : gguf_open(out, 1, &e);
+        if (g && o) {
+            size_t exact;
+            compare_tensors(g, o, "qwen3 byte-level", &exact);
+            CHECKF(exact == g->n_tensors && !gguf_find_tensor(o, "output.weight"), "%zu of %zu exact", exact, g->n_tensors);
+            const gguf_kv *a = gguf_find(g, "tokenizer.ggml.tokens"), *b = gguf_find(o, "tokenizer.ggml.tokens");
+            int same = a && b && a->n == b->n;
+            for (uint64_t i = 0; same && i < 151643; i++) same = !strcmp(a->strs[i].str, b->strs[i].str);
+            CHECK(same && same_kv(g, o, "tokenizer.ggml.merges") && same_kv(g, o, "tokenizer.ggml.bos_token_id"));
+            int64_t eos = 0;
+            const char *tmpl = NULL, *pre = NULL;
+            CHECK(gguf_get_int(o, "tokenizer.ggml.eos_token_id", &eos, NULL) == 1 && eos == 151645);
+            CHECK(gguf_get_str(o, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, "qwen2"));
+            CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "<|im_start|>"));
+            double d = logit_diff(in, out);
+            CHECKF(d == 0, "logits differ by %g", d);
+        }
+        gguf_close(g), gguf_close(o);
+    }
+    remove_dir(dir);
 }
 
 /* Quantizing the folder is quantizing the GGUF: qwen35 to PTQ1_0 with a folded rotation gives
@@ -332,6 +384,7 @@ const test_case hf_tests[] = {
     {"qwen35", test_qwen35},
     {"bf16", test_bf16},
     {"ternary_same_as_gguf", test_ternary_same_as_gguf},
+    {"qwen3_byte_level", test_qwen3_byte_level},
     {"qwen3_tokenizer", test_qwen3_tokenizer},
     {"safetensors_strict", test_safetensors_strict},
     {"folder_strict", test_folder_strict},
