@@ -12,50 +12,16 @@
 #include "gguf_edit.h"
 #include "hf.h"
 #include "hf_write.h"
+#include "logits_test.h"
 #include "quantize.h"
 #include "safetensors.h"
 #include "synth.h"
 #include "test.h"
 #include "tok_test.h"
-#include "trit.h"
 #include "types.h"
 
 static quant_params f32_params(void) {
     return (quant_params){.type = TYPE_F32, .embd_type = -1, .output_type = -1, .n_threads = 2};
-}
-
-/* Logits of a fixed sequence with an f32 KV cache; malloc'd, NULL on failure. */
-static float *logits_of(const char *path, int *n_vocab) {
-    static const int32_t seq[] = {1, 15, 27, 300, 42, 7, 99, 100};
-    char err[512];
-    trit_model *m = trit_model_load(path, NULL, err, sizeof err);
-    if (!m) return test_failed(__FILE__, __LINE__, "%s: %s", path, err), NULL;
-    trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .kv_f32 = 1};
-    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
-    *n_vocab = trit_model_n_vocab(m);
-    float *l = malloc(8 * (size_t)*n_vocab * sizeof *l);
-    if (!s || !l || trit_session_eval(s, seq, 8, l, 1, err, sizeof err)) {
-        test_failed(__FILE__, __LINE__, "%s: %s", path, err);
-        free(l);
-        l = NULL;
-    }
-    trit_session_free(s);
-    trit_model_free(m);
-    return l;
-}
-
-/* Largest |a - b| over the logits, relative to max(1, max |a|); -1 when either fails. */
-static double logit_diff(const char *a, const char *b) {
-    int na = 0, nb = 0;
-    float *x = logits_of(a, &na), *y = logits_of(b, &nb);
-    double md = -1, mx = 1;
-    if (x && y && na == nb) {
-        md = 0;
-        for (int i = 0; i < 8 * na; i++) md = fmax(md, fabs(x[i] - y[i])), mx = fmax(mx, fabs(x[i]));
-        md /= mx;
-    }
-    free(x), free(y);
-    return md;
 }
 
 static int same_kv(const gguf_file *a, const gguf_file *b, const char *key) {
@@ -138,7 +104,7 @@ static void roundtrip(const char *arch, uint32_t dtype, int shards, size_t want_
             const char *tmpl = NULL;
             CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "m.content"));
             compare_tokenization(g, o, arch);
-            double d = logit_diff(want, out);
+            double d = test_logit_diff(want, out);
             printf("     %s %s: %zu of %zu tensors byte-exact, logits within %g\n", arch, dtype == TYPE_BF16 ? "BF16" : "F32",
                    exact, g->n_tensors, d);
             CHECKF(d >= 0 && d <= tol, "%s: logits differ by %g (tolerance %g)", arch, d, tol);
@@ -200,7 +166,7 @@ static void test_qwen3_byte_level(void) {
             CHECK(gguf_get_int(o, "tokenizer.ggml.eos_token_id", &eos, NULL) == 1 && eos == 151645);
             CHECK(gguf_get_str(o, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, "qwen2"));
             CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "<|im_start|>"));
-            double d = logit_diff(in, out);
+            double d = test_logit_diff(in, out);
             CHECKF(d == 0, "logits differ by %g", d);
         }
         gguf_close(g), gguf_close(o);
