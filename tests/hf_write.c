@@ -249,13 +249,11 @@ static int write_shards(const model_info *mi, const char *dir, uint32_t dtype, i
             break;
         }
         bufs[i] = x;
-        if (dtype == TYPE_BF16) {
-            uint16_t *b = (uint16_t *)x; /* in place: each bf16 lands at or before its float */
-            for (int64_t e = 0; e < n; e++) b[e] = f32_to_bf16(x[e]);
-        }
+        uint16_t *h = (uint16_t *)x; /* in place: each half lands at or before its float */
+        for (int64_t e = 0; dtype != TYPE_F32 && e < n; e++) h[e] = dtype == TYPE_BF16 ? f32_to_bf16(x[e]) : f32_to_f16(x[e]);
         int conv = strstr(t->name, "ssm_conv1d") != NULL;
-        wt[i] = (hf_wtensor){names[i], dtype == TYPE_BF16 ? "BF16" : "F32", t->n_dims + conv, {0}, bufs[i],
-                             (uint64_t)n * (dtype == TYPE_BF16 ? 2 : 4)};
+        wt[i] = (hf_wtensor){names[i], type_name(dtype), t->n_dims + conv, {0}, bufs[i],
+                             (uint64_t)n * (dtype == TYPE_F32 ? 4 : 2)};
         if (t->n_dims == 1) wt[i].shape[0] = t->ne[0];
         else if (conv) wt[i].shape[0] = t->ne[1], wt[i].shape[1] = 1, wt[i].shape[2] = t->ne[0];
         else wt[i].shape[0] = t->ne[1], wt[i].shape[1] = t->ne[0];

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-/* Writes dir (which must exist) from gguf: tensors in dtype (TYPE_F32 or TYPE_BF16) over
+/* Writes dir (which must exist) from gguf: tensors in dtype (TYPE_F32, TYPE_F16, TYPE_BF16) over
  * n_shards files (1: model.safetensors without an index). 0, or -1 after a recorded failure. */
 int hf_write(const char *gguf, const char *dir, uint32_t dtype, int n_shards);
 
