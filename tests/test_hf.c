@@ -308,6 +308,11 @@ static void test_folder_strict(void) {
     char dir[64], path[256];
     make_dir(dir, sizeof dir);
     if (hf_write(shared_path("golden/models/tiny-qwen3-F32.gguf"), dir, TYPE_F32, 2)) return remove_dir(dir);
+    char cmd[4400], *out = NULL; /* first the intact folder: converted, and the result runs */
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s/o.gguf PQ2_0 2>/dev/null && %s run -m %s/o.gguf -p 'Once upon' -n 4 --temp 0 2>/dev/null",
+             trit_bin(), dir, dir, trit_bin(), dir);
+    CHECKF(run_cmd(cmd, &out) == 0 && out && *out, "quantize + run: '%s'", out ? out : "");
+    free(out);
     /* the writer puts tensors alternately in the two shards: embed_tokens in the first */
     edit_index(dir, "model.embed_tokens.weight", "model-00002-of-00002.safetensors");
     expect_cli_error(dir, "'model.embed_tokens.weight' is in model-00001-of-00002.safetensors, which the index does not say");
