@@ -128,8 +128,7 @@ typedef struct {
     size_t n_shards;
     unsigned char **used;     /* per shard, per tensor */
     hf_conv *conv;            /* parallel to f->tensors */
-    size_t cap;
-    int64_t n_head, n_head_kv, nk, nv, dk, dv;
+    int64_t n_layer, n_head, n_head_kv, nk, nv, dk, dv;
     gguf_file *f;
 } hf_model;
 
@@ -199,6 +198,8 @@ static int qwen35_interval(const hf_model *m, int64_t *out, trit_err *err) {
     for (size_t i = 0; !*out && i < json_array_size(lt); i++)
         if (is_full(lt, i)) *out = (int64_t)i + 1;
     if (!*out) return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
+    if (lt && (int64_t)json_array_size(lt) != m->n_layer)
+        return fail(err, "config.json: layer_types has %zu entries for %lld layers", json_array_size(lt), (long long)m->n_layer);
     for (size_t i = 0; i < json_array_size(lt); i++)
         if (is_full(lt, i) != ((int64_t)(i + 1) % *out == 0))
             return fail(err, "config.json: layer_types is not one full-attention layer every %lld", (long long)*out);
@@ -227,7 +228,7 @@ static int qwen35_keys(hf_model *m, int64_t head_dim, trit_err *err) {
                ? -1 : 0;
 }
 
-static int arch_keys(hf_model *m, const char *dir, int64_t n_layer, trit_err *err) {
+static int arch_keys(hf_model *m, const char *dir, trit_err *err) {
     int64_t ctx, embd, ff;
     const char *base = strrchr(dir, '/');
     base = base && base[1] ? base + 1 : dir;
@@ -241,7 +242,7 @@ static int arch_keys(hf_model *m, const char *dir, int64_t n_layer, trit_err *er
     int has_hd = hp(m, "head_dim") != NULL;
     if (has_hd && hp_int(m, "head_dim", &head_dim, err)) return -1;
     if (hf_kv_str(m->f, "general.architecture", arch_name(m->arch), err) || hf_kv_str(m->f, "general.name", base, err) ||
-        key_u32(m, "block_count", n_layer, err) || key_u32(m, "context_length", ctx, err) ||
+        key_u32(m, "block_count", m->n_layer, err) || key_u32(m, "context_length", ctx, err) ||
         key_u32(m, "embedding_length", embd, err) || key_u32(m, "feed_forward_length", ff, err) ||
         key_u32(m, "attention.head_count", m->n_head, err) || key_u32(m, "attention.head_count_kv", m->n_head_kv, err) ||
         key_f32(m, "rope.freq_base", "rope_theta", 0, err) ||
@@ -453,8 +454,8 @@ static int add_tensor(hf_model *m, const char *hf_name, const char *gguf_name, c
     return 0;
 }
 
-static int add_layers(hf_model *m, int64_t n_layer, int64_t interval, trit_err *err) {
-    for (int64_t il = 0; il < n_layer; il++) {
+static int add_layers(hf_model *m, int64_t interval, trit_err *err) {
+    for (int64_t il = 0; il < m->n_layer; il++) {
         int gdn = m->arch == A_QWEN35 && (il + 1) % interval;
         const tmap *table = m->arch != A_QWEN35 ? llama_layer : gdn ? gdn_layer : attn_layer;
         for (const tmap *e = table; e->hf; e++) {
@@ -468,7 +469,7 @@ static int add_layers(hf_model *m, int64_t n_layer, int64_t interval, trit_err *
     return 0;
 }
 
-static int add_tensors(hf_model *m, int64_t n_layer, trit_err *err) {
+static int add_tensors(hf_model *m, trit_err *err) {
     size_t sh;
     char name[256];
     snprintf(m->prefix, sizeof m->prefix, "model.");
@@ -487,7 +488,7 @@ static int add_tensors(hf_model *m, int64_t n_layer, trit_err *err) {
         return fail(err, "%s: no lm_head.weight, and config.json says the embeddings are not tied", m->f->path);
     }
     if (m->arch == A_QWEN35 && qwen35_interval(m, &interval, err)) return -1;
-    return add_layers(m, n_layer, interval, err);
+    return add_layers(m, interval, err);
 }
 
 /* Tensors the converter skips: the vision tower, multi-token prediction, cached rope tables. */
@@ -573,11 +574,10 @@ int hf_open(const char *dir, tsource *s, trit_err *err) {
     memset(s, 0, sizeof *s);
     hf_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, "out of memory");
-    int64_t n_layer = 0;
     int rc = -1;
     if (!(m->f = hf_file_new(dir, err)) || !(m->config = hf_json_load(dir, "config.json", err)) || detect_arch(m, err) ||
-        hp_int(m, "num_hidden_layers", &n_layer, err) || arch_keys(m, dir, n_layer, err) || open_shards(m, dir, err) ||
-        add_tensors(m, n_layer, err) || check_all_used(m, err))
+        hp_int(m, "num_hidden_layers", &m->n_layer, err) || arch_keys(m, dir, err) || open_shards(m, dir, err) ||
+        add_tensors(m, err) || check_all_used(m, err))
         goto done;
     const gguf_tensor *embd = &m->f->tensors[0];
     json_t *text = m->text;
