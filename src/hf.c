@@ -335,56 +335,57 @@ enum { T_2D, T_1D, T_CONV }; /* conv: [C, 1, K] squeezed to GGUF [K, C] */
 typedef struct {
     const char *hf, *gguf;
     int shape, op, rope, vt;
+    int qwen3; /* only qwen3 has it (Q/K norms) */
 } tmap;
 
 /* vt: which V-head tiling qwen35 applies (contract §3.3). */
 enum { VT_NONE, VT_QKV_ROWS, VT_ROWS, VT_HEAD_ROWS, VT_HEAD_ELEMS, VT_COLS };
 
 static const tmap llama_layer[] = {
-    {"input_layernorm.weight", "attn_norm.weight", T_1D, 0, 0, 0},
-    {"self_attn.q_proj.weight", "attn_q.weight", T_2D, 0, 1, 0},
-    {"self_attn.k_proj.weight", "attn_k.weight", T_2D, 0, 2, 0},
-    {"self_attn.v_proj.weight", "attn_v.weight", T_2D, 0, 0, 0},
-    {"self_attn.o_proj.weight", "attn_output.weight", T_2D, 0, 0, 0},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", T_1D, 0, 0, 0}, /* qwen3 only */
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", T_1D, 0, 0, 0},
-    {"post_attention_layernorm.weight", "ffn_norm.weight", T_1D, 0, 0, 0},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0},
-    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0},
-    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0},
+    {"input_layernorm.weight", "attn_norm.weight", T_1D, 0, 0, 0, 0},
+    {"self_attn.q_proj.weight", "attn_q.weight", T_2D, 0, 1, 0, 0},
+    {"self_attn.k_proj.weight", "attn_k.weight", T_2D, 0, 2, 0, 0},
+    {"self_attn.v_proj.weight", "attn_v.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.o_proj.weight", "attn_output.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", T_1D, 0, 0, 0, 1},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", T_1D, 0, 0, 0, 1},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", T_1D, 0, 0, 0, 0},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0, 0},
     {0},
 };
 
 static const tmap gdn_layer[] = {
-    {"input_layernorm.weight", "attn_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"post_attention_layernorm.weight", "post_attention_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", T_2D, 0, 0, VT_QKV_ROWS},
-    {"linear_attn.in_proj_z.weight", "attn_gate.weight", T_2D, 0, 0, VT_ROWS},
-    {"linear_attn.conv1d.weight", "ssm_conv1d.weight", T_CONV, 0, 0, VT_QKV_ROWS},
-    {"linear_attn.dt_bias", "ssm_dt.bias", T_1D, 0, 0, VT_HEAD_ELEMS},
-    {"linear_attn.A_log", "ssm_a", T_1D, OP_NEG_EXP, 0, VT_HEAD_ELEMS},
-    {"linear_attn.in_proj_b.weight", "ssm_beta.weight", T_2D, 0, 0, VT_HEAD_ROWS},
-    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", T_2D, 0, 0, VT_HEAD_ROWS},
-    {"linear_attn.norm.weight", "ssm_norm.weight", T_1D, 0, 0, 0},
-    {"linear_attn.out_proj.weight", "ssm_out.weight", T_2D, 0, 0, VT_COLS},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0},
-    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0},
-    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0},
+    {"input_layernorm.weight", "attn_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", T_2D, 0, 0, VT_QKV_ROWS, 0},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight", T_2D, 0, 0, VT_ROWS, 0},
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight", T_CONV, 0, 0, VT_QKV_ROWS, 0},
+    {"linear_attn.dt_bias", "ssm_dt.bias", T_1D, 0, 0, VT_HEAD_ELEMS, 0},
+    {"linear_attn.A_log", "ssm_a", T_1D, OP_NEG_EXP, 0, VT_HEAD_ELEMS, 0},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight", T_2D, 0, 0, VT_HEAD_ROWS, 0},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", T_2D, 0, 0, VT_HEAD_ROWS, 0},
+    {"linear_attn.norm.weight", "ssm_norm.weight", T_1D, 0, 0, 0, 0},
+    {"linear_attn.out_proj.weight", "ssm_out.weight", T_2D, 0, 0, VT_COLS, 0},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0, 0},
     {0},
 };
 
 static const tmap attn_layer[] = {
-    {"input_layernorm.weight", "attn_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"post_attention_layernorm.weight", "post_attention_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"self_attn.q_proj.weight", "attn_q.weight", T_2D, 0, 0, 0},
-    {"self_attn.k_proj.weight", "attn_k.weight", T_2D, 0, 0, 0},
-    {"self_attn.v_proj.weight", "attn_v.weight", T_2D, 0, 0, 0},
-    {"self_attn.o_proj.weight", "attn_output.weight", T_2D, 0, 0, 0},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight", T_1D, OP_PLUS1, 0, 0},
-    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0},
-    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0},
-    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0},
+    {"input_layernorm.weight", "attn_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"self_attn.q_proj.weight", "attn_q.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.k_proj.weight", "attn_k.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.v_proj.weight", "attn_v.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.o_proj.weight", "attn_output.weight", T_2D, 0, 0, 0, 0},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", T_1D, OP_PLUS1, 0, 0, 0},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.up_proj.weight", "ffn_up.weight", T_2D, 0, 0, 0, 0},
+    {"mlp.down_proj.weight", "ffn_down.weight", T_2D, 0, 0, 0, 0},
     {0},
 };
 
@@ -412,13 +413,15 @@ static int shape_ok(const st_tensor *s, int shape) {
     return (s->n_dims == 3 && s->shape[1] == 1) || s->n_dims == 2;
 }
 
-/* Appends the GGUF tensor for one HF tensor; a missing one is an error when required. */
+/* Appends the GGUF tensor for one HF tensor, which must be there with e's shape. */
 static int add_tensor(hf_model *m, const char *hf_name, const char *gguf_name, const tmap *e, trit_err *err) {
     size_t sh;
     const st_tensor *s = find(m, hf_name, &sh);
     if (!s) return fail(err, "%s: tensor '%s' is missing", m->f->path, hf_name);
     m->used[sh][s - m->shards[sh]->t] = 1;
     if (!shape_ok(s, e->shape)) return fail(err, "%s: tensor '%s' has %d dimensions, not the expected shape", m->f->path, hf_name, s->n_dims);
+    for (int d = 0; d < s->n_dims; d++)
+        if (!s->shape[d]) return fail(err, "%s: tensor '%s' has an empty dimension", m->f->path, hf_name);
     gguf_tensor *ts = realloc(m->f->tensors, (m->f->n_tensors + 1) * sizeof *ts);
     hf_conv *cs = realloc(m->conv, (m->f->n_tensors + 1) * sizeof *cs);
     if (ts) m->f->tensors = ts;
@@ -459,7 +462,7 @@ static int add_layers(hf_model *m, int64_t interval, trit_err *err) {
         int gdn = m->arch == A_QWEN35 && (il + 1) % interval;
         const tmap *table = m->arch != A_QWEN35 ? llama_layer : gdn ? gdn_layer : attn_layer;
         for (const tmap *e = table; e->hf; e++) {
-            if (m->arch == A_LLAMA && strstr(e->hf, "_norm.weight") && strstr(e->hf, "self_attn")) continue;
+            if (e->qwen3 && m->arch != A_QWEN3) continue;
             char hn[256], gn[128];
             snprintf(hn, sizeof hn, "%slayers.%lld.%s", m->prefix, (long long)il, e->hf);
             snprintf(gn, sizeof gn, "blk.%lld.%s", (long long)il, e->gguf);
@@ -476,7 +479,7 @@ static int add_tensors(hf_model *m, trit_err *err) {
     if (m->arch == A_QWEN35 && find(m, "model.language_model.embed_tokens.weight", &sh))
         snprintf(m->prefix, sizeof m->prefix, "model.language_model.");
     int plus = m->arch == A_QWEN35 ? OP_PLUS1 : OP_NONE;
-    const tmap embd = {"", "", T_2D, 0, 0, 0}, norm = {"", "", T_1D, plus, 0, 0};
+    const tmap embd = {"", "", T_2D, 0, 0, 0, 0}, norm = {"", "", T_1D, plus, 0, 0, 0};
     int64_t interval = 1;
     snprintf(name, sizeof name, "%sembed_tokens.weight", m->prefix);
     if (add_tensor(m, name, "token_embd.weight", &embd, err)) return -1;
