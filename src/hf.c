@@ -96,7 +96,8 @@ json_t *hf_json_load(const char *dir, const char *name, trit_err *err) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_error_t je;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!j) return fail(err, "%s: %s (line %d)", path, je.text, je.line), NULL;
+    if (!j && je.line > 0) return fail(err, "%s: %s (line %d)", path, je.text, je.line), NULL;
+    if (!j) return fail(err, "%s", je.text), NULL; /* "unable to open PATH: why" */
     if (!json_is_object(j)) {
         json_decref(j);
         return fail(err, "%s: not a JSON object", path), NULL;
