@@ -231,6 +231,16 @@ static int write_tokenizer(const gguf_file *f, const char *dir) {
     return rc;
 }
 
+int hf_write_tokenizer(const char *gguf, const char *dir) {
+    trit_err err;
+    gguf_file *f = gguf_open(gguf, 1, &err);
+    if (!f) return test_failed(__FILE__, __LINE__, "%s", err.msg), -1;
+    int rc = write_tokenizer(f, dir);
+    if (rc) test_failed(__FILE__, __LINE__, "cannot write the tokenizer into %s", dir);
+    gguf_close(f);
+    return rc;
+}
+
 static int write_shards(const model_info *mi, const char *dir, uint32_t dtype, int n_shards) {
     const gguf_file *f = mi->f;
     hf_wtensor *wt = calloc(f->n_tensors, sizeof *wt);

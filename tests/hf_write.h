@@ -12,6 +12,11 @@
  * n_shards files (1: model.safetensors without an index). 0, or -1 after a recorded failure. */
 int hf_write(const char *gguf, const char *dir, uint32_t dtype, int n_shards);
 
+/* Writes only tokenizer.json and tokenizer_config.json of a SentencePiece GGUF vocabulary into dir:
+ * byte-fallback BPE whose merges (every split of a piece into two pieces) are ordered by the
+ * piece's score, as Hugging Face's converter orders them. 0, or -1 after a recorded failure. */
+int hf_write_tokenizer(const char *gguf, const char *dir);
+
 /* Writes one safetensors file of n tensors (names, dtype strings, shapes of nd dims, data). */
 typedef struct {
     const char *name, *dtype;

@@ -233,6 +233,31 @@ static void test_qwen3_tokenizer(void) {
     gguf_close(ref);
 }
 
+/* llama.cpp's SentencePiece test vocabulary through tokenizer.json (merges ordered by score) and
+ * back: the same tokens and types, and its ids on all of llama.cpp's test vectors. */
+static void test_spm_tokenizer(void) {
+    char dir[64];
+    make_dir(dir, sizeof dir);
+    const char *src = shared_path("data/vocab/ggml-vocab-llama-spm.gguf");
+    trit_err e;
+    gguf_file *ref = gguf_open(src, 1, &e), *f = NULL;
+    if (ref && !hf_write_tokenizer(src, dir)) {
+        f = hf_vocab_open(dir, "llama", 0, &e);
+        CHECKF(f, "%s", e.msg);
+    }
+    vocab *v = f ? vocab_load(f, &e) : NULL;
+    if (v) {
+        CHECK(same_kv(ref, f, "tokenizer.ggml.tokens") && same_kv(ref, f, "tokenizer.ggml.token_type"));
+        int total = 0, passed = 0;
+        run_vocab_vectors_with(v, "ggml-vocab-llama-spm", 1, &total, &passed);
+        CHECKF(total == 46 && passed == total, "llama-spm vectors: %d/%d", passed, total);
+    }
+    vocab_free(v);
+    gguf_close(f);
+    gguf_close(ref);
+    remove_dir(dir);
+}
+
 /* ---- strictness */
 
 static void expect_st_error(const void *buf, size_t n, const char *want) {
@@ -360,6 +385,7 @@ const test_case hf_tests[] = {
     {"ternary_same_as_gguf", test_ternary_same_as_gguf},
     {"qwen3_byte_level", test_qwen3_byte_level},
     {"qwen3_tokenizer", test_qwen3_tokenizer},
+    {"spm_tokenizer", test_spm_tokenizer},
     {"safetensors_strict", test_safetensors_strict},
     {"folder_strict", test_folder_strict},
     {0},
