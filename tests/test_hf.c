@@ -1,7 +1,7 @@
 /* hf tests: Hugging Face folders written from the golden GGUF models (tests/hf_write.c) convert
  * back to the same tensors, logits and vocabulary; BF16/F16 shards within their rounding; the Qwen3
- * tokenizer.json gives the qwen2 vocabulary's ids; bad safetensors and folders are refused with
- * one line naming the problem. */
+ * tokenizer.json and a SentencePiece one give llama.cpp's vocabularies' ids; bad safetensors and
+ * folders are refused with one line naming the problem. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
