@@ -1,4 +1,4 @@
-/* Shared by hf.c and hf_vocab.c: appending owned key/values to an in-memory gguf_file, and JSON. */
+/* Shared by hf.c and hf_vocab.c; hf_kv.c: owned key/values of an in-memory gguf_file, and JSON. */
 #ifndef TRIT_HF_INT_H
 #define TRIT_HF_INT_H
 
