@@ -106,7 +106,8 @@ static int qwen35_interval(const hf_model *m, int64_t *out, trit_err *err) {
         if (is_full(lt, i)) *out = (int64_t)i + 1;
     if (!*out) return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
     if (lt && (int64_t)json_array_size(lt) != m->n_layer)
-        return fail(err, "config.json: layer_types has %zu entries for %lld layers", json_array_size(lt), (long long)m->n_layer);
+        return fail(err, "config.json: layer_types has %zu entries for %lld layers", json_array_size(lt),
+                    (long long)m->n_layer);
     for (size_t i = 0; i < json_array_size(lt); i++)
         if (is_full(lt, i) != ((int64_t)(i + 1) % *out == 0))
             return fail(err, "config.json: layer_types is not one full-attention layer every %lld", (long long)*out);
@@ -326,7 +327,8 @@ static int add_tensor(hf_model *m, const char *hf_name, const char *gguf_name, c
     const st_tensor *s = find(m, hf_name, &sh);
     if (!s) return fail(err, "%s: tensor '%s' is missing", m->f->path, hf_name);
     m->used[sh][s - m->shards[sh]->t] = 1;
-    if (!shape_ok(s, e->shape)) return fail(err, "%s: tensor '%s' has %d dimensions, not the expected shape", m->f->path, hf_name, s->n_dims);
+    if (!shape_ok(s, e->shape))
+        return fail(err, "%s: tensor '%s' has %d dimensions, not the expected shape", m->f->path, hf_name, s->n_dims);
     for (int d = 0; d < s->n_dims; d++)
         if (!s->shape[d]) return fail(err, "%s: tensor '%s' has an empty dimension", m->f->path, hf_name);
     gguf_tensor *ts = realloc(m->f->tensors, (m->f->n_tensors + 1) * sizeof *ts);

@@ -1,6 +1,6 @@
 /* hf_vocab: tokenizer.json (+ tokenizer_config.json, config.json) -> GGUF tokenizer.* keys, as
  * llama.cpp's converter builds them. Byte-level BPE becomes a `gpt2` vocabulary (pre-tokenizer
- * named after the architecture), BPE with byte fallback a `llama` (SentencePiece) one whose
+ * by its regex, or the architecture's), BPE with byte fallback a `llama` (SentencePiece) one whose
  * scores rank tokens by the merge that makes them, so merges apply in tokenizer.json's order. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,8 +196,8 @@ static int chat_template(gguf_file *f, const char *dir, json_t *tcfg, trit_err *
     json_t *t = json_object_get(tcfg, "chat_template");
     for (size_t i = 0; json_is_array(t) && i < json_array_size(t); i++) {
         json_t *e = json_array_get(t, i);
-        if (!strcmp(json_string_value(json_object_get(e, "name")) ? json_string_value(json_object_get(e, "name")) : "", "default"))
-            t = json_object_get(e, "template");
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (name && !strcmp(name, "default")) t = json_object_get(e, "template");
     }
     if (json_is_string(t)) return hf_kv_str(f, "tokenizer.chat_template", json_string_value(t), err);
     char path[4096];
@@ -215,13 +215,33 @@ static int chat_template(gguf_file *f, const char *dir, json_t *tcfg, trit_err *
     return rc;
 }
 
-static const char *pre_name(const char *arch) {
+/* The Split regex of a pre-tokenizer (possibly inside a Sequence), or NULL. */
+static const char *split_regex(json_t *node) {
+    const char *type = json_string_value(json_object_get(node, "type"));
+    if (type && !strcmp(type, "Split")) return json_string_value(json_object_get(json_object_get(node, "pattern"), "Regex"));
+    json_t *seq = json_object_get(node, "pretokenizers");
+    for (size_t i = 0; i < json_array_size(seq); i++) {
+        const char *r = split_regex(json_array_get(seq, i));
+        if (r) return r;
+    }
+    return NULL;
+}
+
+/* llama.cpp names pre-tokenizers by a hash of their output; here the regexes it knows tell the
+ * llama-3 family (digits in threes) from Qwen2's (single digits), and a bare ByteLevel step is
+ * GPT-2's. Anything else is named after the architecture. */
+static const char *pre_name(json_t *pre, const char *arch) {
+    static const char qwen2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|";
+    const char *re = split_regex(pre), *type = json_string_value(json_object_get(pre, "type"));
+    if (re && strstr(re, "\\p{N}{1,3}")) return "llama-bpe";
+    if (re && !strncmp(re, qwen2, strlen(qwen2)) && strcmp(arch, "qwen35")) return "qwen2";
+    if (!re && type && !strcmp(type, "ByteLevel") && json_is_true(json_object_get(pre, "use_regex"))) return "gpt-2";
     return !strcmp(arch, "qwen35") ? "qwen35" : !strcmp(arch, "qwen3") ? "qwen2" : "llama-bpe";
 }
 
-static int write_keys(gguf_file *f, hf_vocab *v, int spm, const char *arch, trit_err *err) {
+static int write_keys(gguf_file *f, hf_vocab *v, int spm, const char *pre, trit_err *err) {
     int rc = hf_kv_str(f, "tokenizer.ggml.model", spm ? "llama" : "gpt2", err) ||
-             (!spm && hf_kv_str(f, "tokenizer.ggml.pre", pre_name(arch), err)) ||
+             (!spm && hf_kv_str(f, "tokenizer.ggml.pre", pre, err)) ||
              hf_kv_strs(f, "tokenizer.ggml.tokens", (uint64_t)v->n, v->text, err) ||
              (spm && hf_kv_arr(f, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)v->n, v->scores, err)) ||
              hf_kv_arr(f, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)v->n, v->type, err) ||
@@ -238,12 +258,14 @@ int hf_vocab_keys(gguf_file *f, const char *dir, const char *arch, json_t *confi
     const char *type = json_string_value(json_object_get(model, "type"));
     int byte_level = has_byte_level(json_object_get(tok, "pre_tokenizer")) || has_byte_level(json_object_get(tok, "decoder"));
     int spm = !byte_level && json_is_true(json_object_get(model, "byte_fallback"));
-    if (!type || strcmp(type, "BPE")) fail(err, "%s/tokenizer.json: model type '%s' is not supported (BPE only)", dir, type ? type : "?");
+    if (!type || strcmp(type, "BPE"))
+        fail(err, "%s/tokenizer.json: model type '%s' is not supported (BPE only)", dir, type ? type : "?");
     else if (!byte_level && !spm) fail(err, "%s/tokenizer.json: BPE that is neither byte-level nor byte-fallback", dir);
     else if (!(tcfg = hf_json_load(dir, "tokenizer_config.json", err))) {
     } else if (!read_tokens(&v, model, json_object_get(tok, "added_tokens"), spm, n_vocab, err) &&
                !read_merges(&v, model, err) && (!spm || !spm_scores(&v, model, err)) &&
-               !write_keys(f, &v, spm, arch, err) && !special_ids(f, &v, tcfg, config, model, err))
+               !write_keys(f, &v, spm, pre_name(json_object_get(tok, "pre_tokenizer"), arch), err) &&
+               !special_ids(f, &v, tcfg, config, model, err))
         rc = chat_template(f, dir, tcfg, err);
     vocab_clear(&v);
     json_decref(tcfg);

@@ -135,7 +135,8 @@ static json_t *config_json(const model_info *mi, int tied) {
                           mi->n_head_kv, "max_position_embeddings", key_int(f, a, "context_length"), "rms_norm_eps",
                           eps, "rope_theta", theta, "vocab_size", gguf_find_tensor(f, "token_embd.weight")->ne[1],
                           "tie_word_embeddings", tied);
-    if (key_int(f, a, "attention.key_length")) json_object_set_new(c, "head_dim", json_integer(key_int(f, a, "attention.key_length")));
+    int64_t hd = key_int(f, a, "attention.key_length");
+    if (hd) json_object_set_new(c, "head_dim", json_integer(hd));
     int64_t bos = 1;
     gguf_get_int(f, "tokenizer.ggml.bos_token_id", &bos, NULL);
     json_object_set_new(c, "bos_token_id", json_integer(bos));
@@ -146,7 +147,6 @@ static json_t *config_json(const model_info *mi, int tied) {
     const gguf_kv *sec = gguf_find(f, "qwen35.rope.dimension_sections");
     json_t *ms = json_array();
     for (uint64_t i = 0; sec && i < 3; i++) json_array_append_new(ms, json_integer(gguf_arr_int(sec, i)));
-    int64_t hd = key_int(f, a, "attention.key_length");
     json_object_set_new(c, "model_type", json_string("qwen3_5_text"));
     json_object_set_new(c, "linear_conv_kernel_dim", json_integer(key_int(f, a, "ssm.conv_kernel")));
     json_object_set_new(c, "linear_num_key_heads", json_integer(mi->nk));

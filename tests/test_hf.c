@@ -30,8 +30,9 @@ static int same_kv(const gguf_file *a, const gguf_file *b, const char *key) {
     if (x->type != GGUF_ARRAY) return x->type == y->type ? x->v.u64 == y->v.u64 : x->v.i64 == y->v.i64;
     if (x->n != y->n || x->arr_type != y->arr_type) return 0;
     for (uint64_t i = 0; i < x->n; i++)
-        if (x->arr_type == GGUF_STRING ? x->strs[i].len != y->strs[i].len || memcmp(x->strs[i].str, y->strs[i].str, x->strs[i].len)
-                                       : gguf_arr_float(x, i) != gguf_arr_float(y, i))
+        if (x->arr_type == GGUF_STRING
+                ? x->strs[i].len != y->strs[i].len || memcmp(x->strs[i].str, y->strs[i].str, x->strs[i].len)
+                : gguf_arr_float(x, i) != gguf_arr_float(y, i))
             return 0;
     return 1;
 }
@@ -98,10 +99,12 @@ static void roundtrip(const char *arch, uint32_t dtype, int shards, size_t want_
             size_t exact;
             compare_tensors(g, o, arch, &exact);
             CHECKF(exact >= want_exact, "%s: %zu tensors byte-exact, want %zu", arch, exact, want_exact);
-            static const char *const keys[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
-                                               "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
-                                               "tokenizer.ggml.add_bos_token", "tokenizer.ggml.model"};
-            for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECKF(same_kv(g, o, keys[i]), "%s: %s differs", arch, keys[i]);
+            static const char *const keys[] = {
+                "tokenizer.ggml.tokens",           "tokenizer.ggml.token_type",    "tokenizer.ggml.bos_token_id",
+                "tokenizer.ggml.eos_token_id",     "tokenizer.ggml.unknown_token_id",
+                "tokenizer.ggml.add_bos_token",    "tokenizer.ggml.model"};
+            for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+                CHECKF(same_kv(g, o, keys[i]), "%s: %s differs", arch, keys[i]);
             const char *tmpl = NULL;
             CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "m.content"));
             compare_tokenization(g, o, arch);
@@ -134,7 +137,9 @@ static void test_qwen3_byte_level(void) {
                        .vocab_path = shared_path("data/vocab/ggml-vocab-qwen2.gguf")};
     trit_err e;
     REQUIRE(!synth_shape_named(SYNTH_QWEN3, "tiny", &sp.shape, &e) &&
-            !synth_shape_set(&sp.shape, "embd=64,ff=128,heads=2,heads_kv=1,head_dim=32,rope_dim=32,layers=1,vocab=151936,tied=1", &e));
+            !synth_shape_set(&sp.shape,
+                             "embd=64,ff=128,heads=2,heads_kv=1,head_dim=32,rope_dim=32,layers=1,vocab=151936,tied=1",
+                             &e));
     char dir[64], in[128], out[128], link[128];
     make_dir(dir, sizeof dir);
     snprintf(in, sizeof in, "%s/synth.gguf", dir);
@@ -216,7 +221,8 @@ static void test_qwen3_tokenizer(void) {
     const gguf_kv *a = gguf_find(ref, "tokenizer.ggml.tokens"), *b = gguf_find(f, "tokenizer.ggml.tokens");
     REQUIRE(a && b && a->n == b->n);
     int same = 0;
-    for (uint64_t i = 0; i < 151643; i++) same += a->strs[i].len == b->strs[i].len && !memcmp(a->strs[i].str, b->strs[i].str, a->strs[i].len);
+    for (uint64_t i = 0; i < 151643; i++)
+        same += a->strs[i].len == b->strs[i].len && !memcmp(a->strs[i].str, b->strs[i].str, a->strs[i].len);
     CHECKF(same == 151643, "%d of 151643 base tokens equal", same);
     CHECK(same_kv(ref, f, "tokenizer.ggml.merges"));
     const char *pre = NULL;
@@ -231,6 +237,42 @@ static void test_qwen3_tokenizer(void) {
     vocab_free(v);
     gguf_close(f);
     gguf_close(ref);
+}
+
+/* tokenizer.ggml.pre from the pre-tokenizer's regex where it is a known one, else from the
+ * architecture: Qwen3's regex is qwen2's even for a llama model. */
+static void test_pre_tokenizer_names(void) {
+    static const struct { const char *pre, *arch, *want; } cases[] = {
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}", "llama", "gpt-2"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+         "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?x\"}},"
+         "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "qwen3", "llama-bpe"},
+        {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen35", "qwen35"},
+        {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen3", "qwen2"},
+    };
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        FILE *fp = fopen(path, "w");
+        if (fp) fprintf(fp, "{\"added_tokens\":[],\"pre_tokenizer\":%s,\"decoder\":{\"type\":\"ByteLevel\"},"
+                            "\"model\":{\"type\":\"BPE\","
+                            "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}", cases[i].pre), fclose(fp);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        fp = fopen(path, "w");
+        if (fp) fputs("{}", fp), fclose(fp);
+        trit_err e;
+        gguf_file *f = hf_vocab_open(dir, cases[i].arch, 0, &e);
+        const char *pre = NULL;
+        CHECKF(f && gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, cases[i].want), "case %zu: %s", i,
+               f ? pre : e.msg);
+        gguf_close(f);
+    }
+    gguf_file *f = hf_vocab_open(shared_path("data/tokenizers/qwen3"), "llama", 151936, NULL);
+    const char *pre = NULL;
+    CHECK(f && gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, "qwen2"));
+    gguf_close(f);
+    remove_dir(dir);
 }
 
 /* llama.cpp's SentencePiece test vocabulary through tokenizer.json (merges ordered by score) and
@@ -334,7 +376,8 @@ static void test_folder_strict(void) {
     make_dir(dir, sizeof dir);
     if (hf_write(shared_path("golden/models/tiny-qwen3-F32.gguf"), dir, TYPE_F32, 2)) return remove_dir(dir);
     char cmd[4400], *out = NULL; /* first the intact folder: converted, and the result runs */
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s/o.gguf PQ2_0 2>/dev/null && %s run -m %s/o.gguf -p 'Once upon' -n 4 --temp 0 2>/dev/null",
+    snprintf(cmd, sizeof cmd,
+             "%s quantize %s %s/o.gguf PQ2_0 2>/dev/null && %s run -m %s/o.gguf -p 'Once upon' -n 4 --temp 0 2>/dev/null",
              trit_bin(), dir, dir, trit_bin(), dir);
     CHECKF(run_cmd(cmd, &out) == 0 && out && *out, "quantize + run: '%s'", out ? out : "");
     free(out);
@@ -386,6 +429,7 @@ const test_case hf_tests[] = {
     {"qwen3_byte_level", test_qwen3_byte_level},
     {"qwen3_tokenizer", test_qwen3_tokenizer},
     {"spm_tokenizer", test_spm_tokenizer},
+    {"pre_tokenizer_names", test_pre_tokenizer_names},
     {"safetensors_strict", test_safetensors_strict},
     {"folder_strict", test_folder_strict},
     {0},
