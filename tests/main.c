@@ -22,6 +22,7 @@
     X(synth)      \
     X(chat)       \
     X(quant)      \
+    X(hf)         \
     X(server)     \
     X(cli)
 #endif
