@@ -71,6 +71,10 @@ for l in sys.stdin:
     else: test, n = r["test"][:2], int(r["test"][2:])
     print(json.dumps({"engine": e, "shape": s, "type": t, "bytes": int(b), "test": test, "n": n, "ts": r["avg_ts"], "sd": r["stddev_ts"]}))' "$@"; }
 
+# ggml's threads wait for each other at every graph node by spinning, so when the cores are
+# oversubscribed llama.cpp with THREADS >= 2 falls far below its idle speed (20x was seen); trit
+# is hurt much less. Numbers from a busy machine say so.
+LOAD0=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
 BW0=$(build/release/bandwidth "$THREADS")
 RESULTS=$DIR/results.jsonl
 : > "$RESULTS"
@@ -94,11 +98,17 @@ for shape in $SHAPES; do
     done
 done
 BW1=$(build/release/bandwidth "$THREADS")
+LOAD1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
 
-python3 - "$RESULTS" "$BW0" "$BW1" "$THREADS" "$REPS" <<'PY'
+python3 - "$RESULTS" "$BW0" "$BW1" "$THREADS" "$REPS" "$LOAD0" "$LOAD1" "$(nproc)" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bw0, bw1, nth, reps = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+# the 1-minute load average at the end includes this run's own threads
+cores, others = int(sys.argv[8]), max(float(sys.argv[6]), float(sys.argv[7]) - int(nth))
+if others > cores * 0.5:
+    print(f"WARNING: other work kept a load average of about {others:.1f} on {cores} cores: the machine was busy and"
+          " llama.cpp with more than one thread suffers most, so these numbers and ratios are not trustworthy.\n")
 bw = (bw0 + bw1) / 2
 get = lambda e, s, t, test: next((r for r in rows if (r["engine"], r["shape"], r["type"], r["test"]) == (e, s, t, test)), None)
 shapes = list(dict.fromkeys(r["shape"] for r in rows))

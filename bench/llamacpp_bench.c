@@ -141,6 +141,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     llama_attach_threadpool(ctx, pool, NULL);
+    fprintf(stderr, "llamacpp-bench: %s\n", llama_print_system_info()); /* which CPU variant loaded */
 
     int rc = 0;
     const int tests[2][2] = {{n_prompt, 0}, {0, n_gen}};
