@@ -85,7 +85,7 @@ static int parse(const char *flag, const char *s, int lo, int hi) {
 int main(int argc, char **argv) {
     const char *path = NULL;
     int n_prompt = 512, n_gen = 128, n_threads = 2, reps = 3, poll = 50;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v) path = v;
         else if (!strcmp(a, "-p")) n_prompt = parse(a, v, 0, 1 << 16);
@@ -97,7 +97,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--poll 50]\n");
             return 1;
         }
-        i++;
     }
     if (!path || (!n_prompt && !n_gen)) {
         fprintf(stderr, "llamacpp-bench: need -m MODEL and a non-zero -p or -n\n");
