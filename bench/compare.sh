@@ -84,10 +84,8 @@ for shape in $SHAPES; do
     pp=$1 tg=$2
     for type in $TYPES; do
         f=$DIR/$shape-$type.gguf
-        if [ ! -f "$f" ]; then
-            $TRIT synth --arch "$arch" --shape "$shape" --type "$type" -o "$f.part" >&2
-            mv "$f.part" "$f"
-        fi
+        # synth writes $f.tmp and renames it, so an interrupted run leaves no half model behind
+        [ -f "$f" ] || $TRIT synth --arch "$arch" --shape "$shape" --type "$type" -o "$f" >&2
         # decode reads every tensor but the embedding table, unless the output head is that table
         bytes=$($TRIT bench -m "$f" -p 0 -n 1 -r 1 --no-warmup -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["model_bytes_per_token"])')
         $TRIT bench -m "$f" -p "$pp" -n "$tg" -r "$REPS" -t "$THREADS" -o jsonl | row trit "$shape" "$type" "$bytes" >> "$RESULTS"
