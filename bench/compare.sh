@@ -47,16 +47,16 @@ LLAMA=build/release/llamacpp-bench
 build_llama() {
     [ -f "$BUNDLE" ] && [ -f "$BINS/libllama.v0.5.0.so" ] || return 1
     src=$(mktemp -d)
-    ok=0
+    rc=0
     # only the public headers of the bundled source are needed
     git clone -q --no-checkout "$BUNDLE" "$src/llama.cpp" &&
         git -C "$src/llama.cpp" checkout -q HEAD -- include ggml/include &&
         ${CC:-cc} -std=c11 -D_XOPEN_SOURCE=700 -O2 -Wall -Wextra -Werror -Wshadow \
             -I"$src/llama.cpp/include" -I"$src/llama.cpp/ggml/include" -DLLAMA_BIN_DIR="\"$BINS\"" \
             bench/llamacpp_bench.c -o "$LLAMA" -L"$BINS" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so \
-            -l:libggml-base.so -Wl,-rpath,"$BINS" -lm || ok=1
+            -l:libggml-base.so -Wl,-rpath,"$BINS" -lm || rc=1
     rm -rf "$src"
-    return $ok
+    return $rc
 }
 if build_llama; then HAVE_LLAMA=1; else
     HAVE_LLAMA=0
