@@ -2,8 +2,9 @@
  * timing llama_decode itself: pp = N random tokens decoded as one batch into an empty context,
  * tg = N single-token llama_decode calls from an empty context. Each test gets one short warm-up
  * run (a batch of up to 32 tokens; one token: every weight is read once, as `trit bench` warms up),
- * then -r timed runs, the memory cleared before each outside the timing; the threads come from a ggml threadpool attached to the context, as llama-bench does,
- * so no decode pays for starting threads. Prints one JSON line per test:
+ * then -r timed runs, the memory cleared before each outside the timing; the threads come from a
+ * ggml threadpool attached to the context, as llama-bench does, so no decode pays for starting
+ * threads. Prints one JSON line per test:
  *   {"test":"pp512","n_threads":2,"avg_ts":..,"stddev_ts":..,"samples_ts":[..]}
  * Usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--poll 50]
  * --poll is llama-bench's: how hard idle pool threads spin (0-100) before they sleep.
