@@ -46,14 +46,16 @@ INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8
 INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
 
 /* Base-3 digit of every byte of x, picked per byte by p = 3^n: ((x*3^n mod 256)*3) >> 8, in
- * 16-bit halves (there is no byte multiply). */
+ * 16-bit halves (there is no byte multiply). The odd bytes' digit lands in place as the high
+ * byte of u*3 (a multiply by 3 << 8), merged by one ternary-logic op instead of a shift: shifts
+ * and multiplies of 512 bits all issue on port 0, which vpdpbusd needs too. */
 INLINE __m512i trits(__m512i x, __m512i p) {
-    const __m512i hi = _mm512_set1_epi16((short)0xff00), three = _mm512_set1_epi16(3);
-    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));
-    __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8));
-    ev = _mm512_mulhi_epu16(ev, three);
-    od = _mm512_mulhi_epu16(od, three);
-    return _mm512_or_si512(ev, _mm512_slli_epi16(od, 8));
+    const __m512i hi = _mm512_set1_epi16((short)0xff00);
+    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));                     /* u_even << 8 */
+    __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8)); /* u_odd << 8 */
+    ev = _mm512_mulhi_epu16(ev, _mm512_set1_epi16(3));       /* digit, low byte */
+    od = _mm512_mulhi_epu16(od, _mm512_set1_epi16(3 << 8)); /* u_odd * 3: digit in the high byte */
+    return _mm512_ternarylogic_epi32(od, hi, ev, 0xea);      /* (od & hi) | ev */
 }
 
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
