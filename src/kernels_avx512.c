@@ -4,8 +4,10 @@
  * types and quantizers it does not replace. Same scheme as kernels_avx2.c with 64 codes per step:
  * vpdpbusd multiplies the unsigned codes (value/d + 1) with the int8 activations and accumulates
  * into int32 lanes that start at minus the activation sums, so the +1 offset cancels exactly.
- * Base-3 digits use 16-bit multiplies: byte-add tripling, or multiplies followed by unsigned
- * compares into masks, were both measured slower for PTQ1_0 on a Sapphire Rapids-class core. */
+ * Base-3 digits use 16-bit multiplies: byte-add tripling, multiplies followed by unsigned compares
+ * into masks, and VBMI byte tables (two vpermi2b and a blend per 64 digits, four blocks of a row
+ * per vector so that one table serves a vector) were all measured no faster for PTQ1_0 decode on
+ * a Sapphire Rapids-class core. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
