@@ -4,8 +4,10 @@
  * types and quantizers it does not replace. Same scheme as kernels_avx2.c with 64 codes per step:
  * vpdpbusd multiplies the unsigned codes (value/d + 1) with the int8 activations and accumulates
  * into int32 lanes that start at minus the activation sums, so the +1 offset cancels exactly.
- * Base-3 digits use 16-bit multiplies: byte-add tripling, or multiplies followed by unsigned
- * compares into masks, were both measured slower for PTQ1_0 on a Sapphire Rapids-class core. */
+ * Base-3 digits use 16-bit multiplies: byte-add tripling, multiplies followed by unsigned compares
+ * into masks, and VBMI byte tables (two vpermi2b and a blend per 64 digits, four blocks of a row
+ * per vector so that one table serves a vector) were all measured no faster for PTQ1_0 decode on
+ * a Sapphire Rapids-class core. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
@@ -46,14 +48,16 @@ INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8
 INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
 
 /* Base-3 digit of every byte of x, picked per byte by p = 3^n: ((x*3^n mod 256)*3) >> 8, in
- * 16-bit halves (there is no byte multiply). */
+ * 16-bit halves (there is no byte multiply). The odd bytes' digit lands in place as the high
+ * byte of u*3 (a multiply by 3 << 8), merged by one ternary-logic op instead of a shift: shifts
+ * and multiplies of 512 bits all issue on port 0, which vpdpbusd needs too. */
 INLINE __m512i trits(__m512i x, __m512i p) {
-    const __m512i hi = _mm512_set1_epi16((short)0xff00), three = _mm512_set1_epi16(3);
-    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));
-    __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8));
-    ev = _mm512_mulhi_epu16(ev, three);
-    od = _mm512_mulhi_epu16(od, three);
-    return _mm512_or_si512(ev, _mm512_slli_epi16(od, 8));
+    const __m512i hi = _mm512_set1_epi16((short)0xff00);
+    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));                     /* u_even << 8 */
+    __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8)); /* u_odd << 8 */
+    ev = _mm512_mulhi_epu16(ev, _mm512_set1_epi16(3));       /* digit, low byte */
+    od = _mm512_mulhi_epu16(od, _mm512_set1_epi16(3 << 8)); /* u_odd * 3: digit in the high byte */
+    return _mm512_ternarylogic_epi32(od, hi, ev, 0xea);      /* (od & hi) | ev */
 }
 
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
@@ -127,6 +131,15 @@ INLINE __m512i pq2_pair(const uint8_t *qs) {
     return _mm512_and_si512(v, _mm512_set1_epi8(3));
 }
 
+/* Decode form of pq2_pair: plane l masked in place (code << 2l), no shift. vpdpbusd then sums
+ * 4^l * code * a in lane l; the lane scale 4^-l (exact) goes into the float scale of the block. The
+ * shift it saves issues on port 0, as vpdpbusd does; largest lane sum 2 * 4 * 192 * 127, exact. */
+INLINE __m512i pq2_pair_planes(const uint8_t *qs) {
+    return _mm512_and_si512(bcast128(qs), _mm512_setr_epi64(0x0303030303030303, 0x0303030303030303, 0x0c0c0c0c0c0c0c0c,
+                                                             0x0c0c0c0c0c0c0c0c, 0x3030303030303030, 0x3030303030303030,
+                                                             (long long)0xc0c0c0c0c0c0c0c0ULL, (long long)0xc0c0c0c0c0c0c0c0ULL));
+}
+
 /* 64 activations in pq2_pair's order: a 4x4 transpose of dwords after grouping by plane. */
 INLINE __m512i pq2_act(__m512i a) {
     const __m512i by_plane = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
@@ -184,6 +197,9 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
 INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
     const int npair = ki.nb / 64;
+    const int planes = k == K_PQ2 && T == 1; /* decode: pq2_pair_planes, lanes scaled by 4^-l */
+    const __m512 lane_scale = _mm512_setr_ps(1, 1, 1, 1, 0.25f, 0.25f, 0.25f, 0.25f, 0.0625f, 0.0625f, 0.0625f, 0.0625f,
+                                             0.015625f, 0.015625f, 0.015625f, 0.015625f);
     __m512 acc[MAX_R][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / ki.nb; i++) {
@@ -196,7 +212,8 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             const block_q8_K *y = (const block_q8_K *)(a[t] + yoff);
             da[t] = y->d;
             __m512i off = ki.nb == QK_K ? _mm512_cvtepi16_epi32(load256(y->bsums))
-                                        : _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half)), 0);
+                          : planes  ? _mm512_zextsi128_si512(_mm_madd_epi16(load128(y->bsums + 8 * half), _mm_set1_epi16(1))) /* lane 0: scale 1 */
+                                    : _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half)), 0);
             neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
         }
         UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s[r][t] = neg[t];
@@ -207,14 +224,17 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                 if (k == K_PQ2) av[t] = pq2_act(av[t]);
             }
             UNROLL for (int r = 0; r < R; r++) {
-                __m512i c = w_pair(k, w[r] + i * ki.bytes, p);
+                __m512i c = planes ? pq2_pair_planes(w[r] + i * ki.bytes + 2 + 16 * p) : w_pair(k, w[r] + i * ki.bytes, p);
                 UNROLL for (int t = 0; t < T; t++) s[r][t] = _mm512_dpbusd_epi32(s[r][t], c, av[t]);
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
             float dw = h2f(w[r] + i * ki.bytes + ki.d_off);
-            UNROLL for (int t = 0; t < T; t++)
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][t]), _mm512_set1_ps(dw * da[t]), acc[r][t]);
+            UNROLL for (int t = 0; t < T; t++) {
+                __m512 scale = _mm512_set1_ps(dw * da[t]);
+                if (planes) scale = _mm512_mul_ps(scale, lane_scale);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][t]), scale, acc[r][t]);
+            }
         }
     }
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
@@ -261,7 +281,7 @@ INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint
 
 /* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
 INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
-    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
+    if (k == K_PTQ1 || k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
     else if (k == K_Q8) tile_q8(R, T, n, w, a, res);
     else tile_q8_0(k, R, T, n, w, a, res);
 }

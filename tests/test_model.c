@@ -150,12 +150,15 @@ static void golden_default(const char *file, const char *dump, double tol, int n
            st[1].max_abs, st[0].top1_ok, st[0].rows, st[1].top1_ok, st[1].rows, st[0].greedy_ok ? "same" : "differs");
 }
 
+/* PTQ1_0 takes Q8_K activations (one scale per 256; the fork's port gave it Q8_0), so its files
+ * are held to the PQ2_0 dumps: the golden PTQ1_0 and PQ2_0 files hold the same trits (test_types
+ * transcodes them byte for byte) and the fork's PQ2_0 dot is exactly this Q8_K one. */
 static void golden_arch(const char *arch) {
     const char *types[] = {"F32", "Q8_0", "TQ1_0", "TQ2_0", "PQ2_0", "PTQ1_0"};
     for (int t = 0; t < 6; t++) {
         char file[80], dump[64];
-        snprintf(dump, sizeof dump, "tiny-%s-%s", arch, types[t]);
-        snprintf(file, sizeof file, "%s.gguf", dump);
+        snprintf(file, sizeof file, "tiny-%s-%s.gguf", arch, types[t]);
+        snprintf(dump, sizeof dump, "tiny-%s-%s", arch, t == 5 ? "PQ2_0" : types[t]);
         golden_default(file, dump, t == 0 ? 1e-3 : 5e-2, t == 0);
     }
 }
@@ -171,9 +174,9 @@ static void test_hadamard_golden(void) {
     const char *archs[] = {"qwen3", "qwen35"}, *types[] = {"TQ1_0", "PQ2_0", "PTQ1_0"};
     for (int a = 0; a < 2; a++) {
         char file[80], dump[64], latent[96];
-        for (int t = 0; t < 3; t++) {
-            snprintf(dump, sizeof dump, "tiny-%s-hadamard-%s", archs[a], types[t]);
-            snprintf(file, sizeof file, "%s.gguf", dump);
+        for (int t = 0; t < 3; t++) { /* PTQ1_0 against the PQ2_0 dump, as in golden_arch */
+            snprintf(file, sizeof file, "tiny-%s-hadamard-%s.gguf", archs[a], types[t]);
+            snprintf(dump, sizeof dump, "tiny-%s-hadamard-%s", archs[a], t == 2 ? "PQ2_0" : types[t]);
             golden_default(file, dump, 5e-2, 0);
         }
         snprintf(file, sizeof file, "golden/models/tiny-%s-hadamard-PTQ1_0.gguf", archs[a]);
