@@ -147,6 +147,12 @@ INLINE __m512i w_pair(int k, const uint8_t *b, int p) {
 
 INLINE int crumbs(int k) { return k == K_Q2; }
 
+/* The activation family of a kind: Q8_K (one scale per 256, bsums) or Q8_0 (one per 32). */
+INLINE int act_q8_K(int k) { return k == K_TQ1 || k == K_TQ2 || k == K_PQ2; }
+
+/* 64 activations of a pair in the order w_pair gives the codes. */
+INLINE __m512i act_order(int k, __m512i a) { return k == K_PQ2 ? pq2_act(a) : crumbs(k) ? crumb_act(a) : a; }
+
 /* ---- Q8_0-activation family: each 64 codes span two activation blocks with their own scales. */
 INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
@@ -261,12 +267,178 @@ INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint
 
 /* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
 INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
-    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
+    if (act_q8_K(k)) tile_q8_K(k, R, T, n, w, a, res);
     else if (k == K_Q8) tile_q8(R, T, n, w, a, res);
     else tile_q8_0(k, R, T, n, w, a, res);
 }
 
+#define GEMM_MIN_T 2
 #include "kernels_tile.h"
+
+/* ---- Prompt processing and batches (n_tok >= 2) as a GEMM. Tokens go in groups of 16, one per
+ * 32-bit lane of a zmm register. Per block of up to 32 tokens and chunk of K:
+ *   - the activations are packed once: step s holds 4 activations of each of 16 tokens, in the
+ *     order w_pair gives codes, with per interval (the span one integer sum may cover: 32 for
+ *     Q8_0 activations, the weight block for Q8_K) the scales and minus the sums (x 128 for
+ *     Q8_0 weights) that cancel the code offset;
+ *   - each panel of 16 rows is unpacked once into codes, and a register tile of R rows x G
+ *     groups runs vpdpbusd with the 4 codes of a row broadcast against a step;
+ *   - integer sums become float once per interval: x (weight scale x activation scales). */
+enum { G_TOK = 16, G_MAXG = 2, G_KC = 2048, G_PANEL = 16 };
+
+typedef struct {
+    int32_t code[G_MAXG][G_KC / 4][G_TOK];
+    int32_t neg[G_MAXG][G_KC / 32][G_TOK];
+    float d[G_MAXG][G_KC / 32][G_TOK];
+} act_pack;
+
+/* Elements one integer sum covers. */
+INLINE int interval(int k) { return act_q8_K(k) ? info(k).nb : 32; }
+
+/* 8 rows of 16 dwords -> 16 steps of 8 dwords (step s at dst + stride s). */
+INLINE void transpose8x16(const __m512i *x, int32_t *dst, int stride) {
+    __m512i lo[4], hi[4], a[4], b[4];
+    UNROLL for (int i = 0; i < 4; i++) {
+        lo[i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+        hi[i] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+    }
+    /* a[q] lane l: step 4l+q of rows 0-3; b[q]: of rows 4-7. */
+    a[0] = _mm512_unpacklo_epi64(lo[0], lo[1]), a[1] = _mm512_unpackhi_epi64(lo[0], lo[1]);
+    a[2] = _mm512_unpacklo_epi64(hi[0], hi[1]), a[3] = _mm512_unpackhi_epi64(hi[0], hi[1]);
+    b[0] = _mm512_unpacklo_epi64(lo[2], lo[3]), b[1] = _mm512_unpackhi_epi64(lo[2], lo[3]);
+    b[2] = _mm512_unpacklo_epi64(hi[2], hi[3]), b[3] = _mm512_unpackhi_epi64(hi[2], hi[3]);
+    const __m512i i01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), i23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    UNROLL for (int q = 0; q < 4; q++) {
+        __m512i s01 = _mm512_permutex2var_epi64(a[q], i01, b[q]), s23 = _mm512_permutex2var_epi64(a[q], i23, b[q]);
+        _mm256_storeu_si256((__m256i *)(dst + stride * q), _mm512_castsi512_si256(s01));
+        _mm256_storeu_si256((__m256i *)(dst + stride * (4 + q)), _mm512_extracti64x4_epi64(s01, 1));
+        _mm256_storeu_si256((__m256i *)(dst + stride * (8 + q)), _mm512_castsi512_si256(s23));
+        _mm256_storeu_si256((__m256i *)(dst + stride * (12 + q)), _mm512_extracti64x4_epi64(s23, 1));
+    }
+}
+
+/* Activations k0..k0+kc of tokens t0.. (G_TOK per group, the last repeated) into p. */
+INLINE void pack_acts(int k, const mm_args *m, int64_t t0, int ng, int64_t k0, int kc, act_pack *p) {
+    const int L = interval(k);
+    const __m512i off = _mm512_set1_epi8(k == K_Q8 ? (char)0x80 : 1);
+    for (int g = 0; g < ng; g++) {
+        const uint8_t *a[G_TOK];
+        for (int t = 0; t < G_TOK; t++) {
+            int64_t tk = t0 + G_TOK * g + t;
+            a[t] = m->act + (size_t)(tk < m->n_tok ? tk : m->n_tok - 1) * m->act_stride;
+        }
+        for (int e = 0; e < kc; e += 64) {
+            const int64_t at = k0 + e;
+            for (int h = 0; h < G_TOK; h += 8) {
+                __m512i x[8];
+                UNROLL for (int t = 0; t < 8; t++) {
+                    if (act_q8_K(k)) {
+                        x[t] = load512(a[h + t] + (size_t)(at / QK_K) * sizeof(block_q8_K) + 4 + at % QK_K);
+                    } else {
+                        const uint8_t *y = a[h + t] + (size_t)(at / QK8_0) * sizeof(block_q8_0);
+                        /* An odd last Q8_0 block (Q8_0 weights only) pairs with zeros. */
+                        __m256i hi = e + 32 < kc ? load256(y + 36) : _mm256_setzero_si256();
+                        x[t] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y + 2)), hi, 1);
+                    }
+                    x[t] = act_order(k, x[t]);
+                }
+                transpose8x16(x, p->code[g][e / 4] + h, G_TOK);
+            }
+        }
+        for (int j = 0; j < kc / L; j++) {
+            const int64_t at = k0 + (int64_t)j * L;
+            __m512i sum = _mm512_setzero_si512();
+            for (int st = 0; st < L / 4; st++) sum = _mm512_dpbusd_epi32(sum, off, load512(p->code[g][j * L / 4 + st]));
+            _mm512_storeu_si512(p->neg[g][j], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+            for (int t = 0; t < G_TOK; t++)
+                p->d[g][j][t] = act_q8_K(k) ? ((const block_q8_K *)(a[t] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
+                                            : h2f(a[t] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
+        }
+    }
+}
+
+/* Codes of weight rows r0..r0+G_PANEL-1 (the last row repeated), elements k0..k0+kc, and their
+ * block scales. */
+INLINE void unpack_panel(int k, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t (*codes)[G_KC], float (*dw)[G_KC / 32]) {
+    const kind_info ki = k == K_Q8 ? (kind_info){QK8_0, sizeof(block_q8_0), 0} : info(k);
+    for (int r = 0; r < G_PANEL; r++) {
+        const uint8_t *w = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride + (size_t)(k0 / ki.nb) * ki.bytes;
+        for (int i = 0; i < kc / ki.nb; i++, w += ki.bytes) {
+            dw[r][i] = h2f(w + ki.d_off);
+            if (k == K_Q8) _mm256_storeu_si256((__m256i *)(codes[r] + 32 * i), _mm256_xor_si256(load256(w + 2), _mm256_set1_epi8((char)0x80)));
+            else
+                for (int q = 0; q < ki.nb / 64; q++) _mm512_storeu_si512(codes[r] + ki.nb * i + 64 * q, w_pair(k, w, q));
+        }
+    }
+}
+
+/* Adds acc (row r0+r, tokens t0 + 16g + lane) to out. */
+INLINE void add_out(const mm_args *m, int R, int G, int64_t r0, int64_t t0, __m512 (*acc)[G_MAXG]) {
+    UNROLL for (int r = 0; r < R; r++) {
+        if (r0 + r >= m->n_rows) break;
+        UNROLL for (int g = 0; g < G; g++) {
+            float v[G_TOK];
+            _mm512_storeu_ps(v, acc[r][g]);
+            for (int t = 0; t < G_TOK && t0 + G_TOK * g + t < m->n_tok; t++) m->out[(size_t)(t0 + G_TOK * g + t) * m->out_stride + (size_t)(r0 + r)] += v[t];
+        }
+    }
+}
+
+/* Rows [rr, rr+R) of the panel x groups [0, G): adds the products of this chunk to out. */
+INLINE void gemm_tile(int k, int R, int G, const mm_args *m, int64_t r0, int rr, int64_t t0, int kc, const uint8_t (*codes)[G_KC],
+                      const float (*dw)[G_KC / 32], const act_pack *p) {
+    const int L = interval(k), nb = k == K_Q8 ? QK8_0 : info(k).nb;
+    __m512 acc[G_PANEL][G_MAXG];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int g = 0; g < G; g++) acc[r][g] = _mm512_setzero_ps();
+    for (int j = 0; j < kc / L; j++) {
+        __m512i s[G_PANEL][G_MAXG];
+        UNROLL for (int g = 0; g < G; g++) {
+            __m512i neg = load512(p->neg[g][j]);
+            UNROLL for (int r = 0; r < R; r++) s[r][g] = neg;
+        }
+        for (int st = 0; st < L / 4; st++) {
+            __m512i a[G_MAXG];
+            UNROLL for (int g = 0; g < G; g++) a[g] = load512(p->code[g][j * L / 4 + st]);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m512i c = _mm512_set1_epi32((int)rd_u32(codes[rr + r] + j * L + 4 * st));
+                UNROLL for (int g = 0; g < G; g++) s[r][g] = _mm512_dpbusd_epi32(s[r][g], c, a[g]);
+            }
+        }
+        UNROLL for (int g = 0; g < G; g++) {
+            __m512 da = _mm512_loadu_ps(p->d[g][j]);
+            UNROLL for (int r = 0; r < R; r++)
+                acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(da, _mm512_set1_ps(dw[rr + r][j * L / nb])), acc[r][g]);
+        }
+    }
+    add_out(m, R, G, r0 + rr, t0, acc);
+}
+
+/* Register tiles of R x G accumulators, R*G = 16. */
+INLINE void gemm_panel(int k, int G, const mm_args *m, int64_t r0, int64_t t0, int kc, const uint8_t (*codes)[G_KC],
+                       const float (*dw)[G_KC / 32], const act_pack *p) {
+    if (G == 1) gemm_tile(k, 16, 1, m, r0, 0, t0, kc, codes, dw, p);
+    else
+        for (int rr = 0; rr < G_PANEL; rr += 8) gemm_tile(k, 8, 2, m, r0, rr, t0, kc, codes, dw, p);
+}
+
+static void gemm(int k, const mm_args *m) {
+    act_pack p;
+    uint8_t codes[G_PANEL][G_KC];
+    float dw[G_PANEL][G_KC / 32];
+    for (int64_t t = 0; t < m->n_tok; t++) memset(m->out + (size_t)t * m->out_stride, 0, (size_t)m->n_rows * sizeof(float));
+    for (int64_t t0 = 0; t0 < m->n_tok; t0 += G_TOK * G_MAXG) {
+        int ng = (int)((m->n_tok - t0 + G_TOK - 1) / G_TOK);
+        ng = ng < G_MAXG ? ng : G_MAXG;
+        for (int64_t k0 = 0; k0 < m->n; k0 += G_KC) {
+            int kc = (int)(m->n - k0 < G_KC ? m->n - k0 : G_KC);
+            pack_acts(k, m, t0, ng, k0, kc, &p);
+            for (int64_t r0 = 0; r0 < m->n_rows; r0 += G_PANEL) {
+                unpack_panel(k, m, r0, k0, kc, codes, dw);
+                gemm_panel(k, ng, m, r0, t0, kc, (const uint8_t (*)[G_KC])codes, (const float (*)[G_KC / 32])dw, &p);
+            }
+        }
+    }
+}
 
 MATMUL(mm_ptq1_0, K_PTQ1)
 MATMUL(mm_q1_0, K_Q1)
