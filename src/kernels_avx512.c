@@ -16,6 +16,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
+#define UNROLL16 _Pragma("GCC unroll 16")
 
 enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2, K_Q8 };
 enum { DEC_R = 8, PP_R = 4, PP_T = 3, MAX_R = 8 };
@@ -272,28 +273,42 @@ INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const 
     else tile_q8_0(k, R, T, n, w, a, res);
 }
 
-#define GEMM_MIN_T 2
+#define GEMM_MIN_T 4 /* 2 and 3 tokens: the direct tiles, which keep codes in registers, are faster */
 #include "kernels_tile.h"
 
-/* ---- Prompt processing and batches (n_tok >= 2) as a GEMM. Tokens go in groups of 16, one per
- * 32-bit lane of a zmm register. Per block of up to 32 tokens and chunk of K:
- *   - the activations are packed once: step s holds 4 activations of each of 16 tokens, in the
- *     order w_pair gives codes, with per interval (the span one integer sum may cover: 32 for
- *     Q8_0 activations, the weight block for Q8_K) the scales and minus the sums (x 128 for
- *     Q8_0 weights) that cancel the code offset;
- *   - each panel of 16 rows is unpacked once into codes, and a register tile of R rows x G
- *     groups runs vpdpbusd with the 4 codes of a row broadcast against a step;
+/* ---- Prompt processing and batches (n_tok >= 2) as a GEMM. The 16 int32 lanes of a zmm
+ * accumulator hold U rows x 16/U tokens (lane l: row l % U, token l / U): U = 1 from 9 tokens
+ * up, 2 for 5-8 and 4 for 2-4, so small batches fill the lanes too. Per block of tokens and
+ * chunk of K:
+ *   - the activations are packed once: step s holds 4 activations per lane, in the order
+ *     w_pair gives codes, with per interval (the span one integer sum may cover: 32 for Q8_0
+ *     activations, the weight block for Q8_K) the scales and minus the sums (x 128 for Q8_0
+ *     weights) that cancel the code offset;
+ *   - each panel of 16 U rows is unpacked once into codes, U rows interleaved per step, and a
+ *     register tile of 16 accumulators runs vpdpbusd with the 4U codes of a step broadcast;
  *   - integer sums become float once per interval: x (weight scale x activation scales). */
-enum { G_TOK = 16, G_MAXG = 2, G_KC = 2048, G_PANEL = 16 };
+enum { G_LANES = 16, G_MAXG = 2, G_KC = 2048 };
 
 typedef struct {
-    int32_t code[G_MAXG][G_KC / 4][G_TOK];
-    int32_t neg[G_MAXG][G_KC / 32][G_TOK];
-    float d[G_MAXG][G_KC / 32][G_TOK];
+    int32_t code[G_MAXG][G_KC / 4][G_LANES]; /* group g, step s */
+    int32_t neg[G_MAXG][G_KC / 32][G_LANES]; /* group g, interval j */
+    float d[G_MAXG][G_KC / 32][G_LANES];
 } act_pack;
 
-/* Elements one integer sum covers. */
+/* Chunk of K at most; bytes per row group of codes (the buffer holds 16 groups). */
+INLINE int kcmax(int U) { return U == 4 ? G_KC / 2 : G_KC; }
+INLINE int gstride(int U) { return U * kcmax(U); }
+
+/* Elements one integer sum covers; weight block elements. */
 INLINE int interval(int k) { return act_q8_K(k) ? info(k).nb : 32; }
+INLINE int wblock(int k) { return k == K_Q8 ? QK8_0 : info(k).nb; }
+
+/* 4U bytes at p in every 4U-byte unit of a zmm. */
+INLINE __m512i bcast_unit(int U, const void *p) {
+    if (U == 1) return _mm512_set1_epi32((int)rd_u32(p));
+    if (U == 2) return _mm512_set1_epi64((long long)rd_u64(p));
+    return bcast128(p);
+}
 
 /* 8 rows of 16 dwords -> 16 steps of 8 dwords (step s at dst + stride s). */
 INLINE void transpose8x16(const __m512i *x, int32_t *dst, int stride) {
@@ -317,19 +332,21 @@ INLINE void transpose8x16(const __m512i *x, int32_t *dst, int stride) {
     }
 }
 
-/* Activations k0..k0+kc of tokens t0.. (G_TOK per group, the last repeated) into p. */
-INLINE void pack_acts(int k, const mm_args *m, int64_t t0, int ng, int64_t k0, int kc, act_pack *p) {
+/* Activations k0..k0+kc of the tokens from t0 (16/U per group, each in U lanes; past the end
+ * the last token again) into p. */
+INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, int64_t k0, int kc, act_pack *p) {
     const int L = interval(k);
     const __m512i off = _mm512_set1_epi8(k == K_Q8 ? (char)0x80 : 1);
     for (int g = 0; g < ng; g++) {
-        const uint8_t *a[G_TOK];
-        for (int t = 0; t < G_TOK; t++) {
-            int64_t tk = t0 + G_TOK * g + t;
-            a[t] = m->act + (size_t)(tk < m->n_tok ? tk : m->n_tok - 1) * m->act_stride;
+        const uint8_t *a[G_LANES];
+        for (int l = 0; l < G_LANES; l++) {
+            int64_t tk = t0 + G_LANES / U * g + l / U;
+            a[l] = m->act + (size_t)(tk < m->n_tok ? tk : m->n_tok - 1) * m->act_stride;
         }
+        int32_t (*code)[G_LANES] = p->code[g];
         for (int e = 0; e < kc; e += 64) {
             const int64_t at = k0 + e;
-            for (int h = 0; h < G_TOK; h += 8) {
+            for (int h = 0; h < G_LANES; h += 8) {
                 __m512i x[8];
                 UNROLL for (int t = 0; t < 8; t++) {
                     if (act_q8_K(k)) {
@@ -342,102 +359,163 @@ INLINE void pack_acts(int k, const mm_args *m, int64_t t0, int ng, int64_t k0, i
                     }
                     x[t] = act_order(k, x[t]);
                 }
-                transpose8x16(x, p->code[g][e / 4] + h, G_TOK);
+                transpose8x16(x, code[e / 4] + h, G_LANES);
             }
         }
         for (int j = 0; j < kc / L; j++) {
             const int64_t at = k0 + (int64_t)j * L;
             __m512i sum = _mm512_setzero_si512();
-            for (int st = 0; st < L / 4; st++) sum = _mm512_dpbusd_epi32(sum, off, load512(p->code[g][j * L / 4 + st]));
+            for (int st = 0; st < L / 4; st++) sum = _mm512_dpbusd_epi32(sum, off, load512(code[j * L / 4 + st]));
             _mm512_storeu_si512(p->neg[g][j], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
-            for (int t = 0; t < G_TOK; t++)
-                p->d[g][j][t] = act_q8_K(k) ? ((const block_q8_K *)(a[t] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
-                                            : h2f(a[t] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
+            for (int l = 0; l < G_LANES; l++)
+                p->d[g][j][l] = act_q8_K(k) ? ((const block_q8_K *)(a[l] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
+                                                         : h2f(a[l] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
         }
     }
 }
 
-/* Codes of weight rows r0..r0+G_PANEL-1 (the last row repeated), elements k0..k0+kc, and their
- * block scales. */
-INLINE void unpack_panel(int k, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t (*codes)[G_KC], float (*dw)[G_KC / 32]) {
+/* The codes x[0..U) of U rows for the same 64 elements, interleaved per 4-byte step into dst. */
+INLINE void store_interleaved(int U, const __m512i *x, uint8_t *dst) {
+    if (U == 1) {
+        _mm512_storeu_si512(dst, x[0]);
+        return;
+    }
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                  hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    __m512i p0 = _mm512_permutex2var_epi32(x[0], lo, x[1]), p1 = _mm512_permutex2var_epi32(x[0], hi, x[1]);
+    if (U == 2) {
+        _mm512_storeu_si512(dst, p0);
+        _mm512_storeu_si512(dst + 64, p1);
+        return;
+    }
+    const __m512i qlo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), qhi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    __m512i p2 = _mm512_permutex2var_epi32(x[2], lo, x[3]), p3 = _mm512_permutex2var_epi32(x[2], hi, x[3]);
+    _mm512_storeu_si512(dst, _mm512_permutex2var_epi64(p0, qlo, p2));
+    _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi64(p0, qhi, p2));
+    _mm512_storeu_si512(dst + 128, _mm512_permutex2var_epi64(p1, qlo, p3));
+    _mm512_storeu_si512(dst + 192, _mm512_permutex2var_epi64(p1, qhi, p3));
+}
+
+/* Q8_0 weights: codes (w + 128) of blocks 2e and 2e+1 of a chunk of kc elements; zeros past it. */
+INLINE __m512i q8_codes(const uint8_t *w, int e, int kc) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    const uint8_t *b = w + (size_t)(2 * e) * sizeof(block_q8_0);
+    __m256i hi = 64 * e + 32 < kc ? _mm256_xor_si256(load256(b + 36), bias) : _mm256_setzero_si256();
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_xor_si256(load256(b + 2), bias)), hi, 1);
+}
+
+/* Codes of weight rows r0.. (16U of them, the last row repeated), elements k0..k0+kc: row group
+ * v (U rows) at codes + v*gstride(U), step s at 4U s; block scales dw[v][block][row in group]. */
+INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t *codes, float (*dw)[G_KC / 32][4]) {
     const kind_info ki = k == K_Q8 ? (kind_info){QK8_0, sizeof(block_q8_0), 0} : info(k);
-    for (int r = 0; r < G_PANEL; r++) {
-        const uint8_t *w = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride + (size_t)(k0 / ki.nb) * ki.bytes;
-        for (int i = 0; i < kc / ki.nb; i++, w += ki.bytes) {
-            dw[r][i] = h2f(w + ki.d_off);
-            if (k == K_Q8) _mm256_storeu_si256((__m256i *)(codes[r] + 32 * i), _mm256_xor_si256(load256(w + 2), _mm256_set1_epi8((char)0x80)));
-            else
-                for (int q = 0; q < ki.nb / 64; q++) _mm512_storeu_si512(codes[r] + ki.nb * i + 64 * q, w_pair(k, w, q));
+    for (int v = 0; v < 16; v++) {
+        const uint8_t *w[4];
+        uint8_t *dst = codes + (size_t)v * gstride(U);
+        for (int u = 0; u < U; u++) {
+            int64_t r = r0 + v * U + u;
+            w[u] = m->w + (size_t)(r < m->n_rows ? r : m->n_rows - 1) * m->w_stride + (size_t)(k0 / ki.nb) * ki.bytes;
+            for (int i = 0; i < kc / ki.nb; i++) dw[v][i][u] = h2f(w[u] + (size_t)i * ki.bytes + ki.d_off);
+        }
+        __m512i x[4];
+        if (k == K_Q8) {
+            for (int e = 0; e < (kc + 63) / 64; e++) {
+                UNROLL for (int u = 0; u < U; u++) x[u] = q8_codes(w[u], e, kc);
+                store_interleaved(U, x, dst + (size_t)64 * U * e);
+            }
+            continue;
+        }
+        for (int i = 0; i < kc / ki.nb; i++)
+            UNROLL for (int q = 0; q < ki.nb / 64; q++) {
+                UNROLL for (int u = 0; u < U; u++) x[u] = w_pair(k, w[u] + (size_t)i * ki.bytes, q);
+                store_interleaved(U, x, dst + (size_t)(ki.nb * i + 64 * q) * U);
+            }
+    }
+}
+
+/* acc + u x s (vpdpbusd) as an in-place update: GCC 12 copies every accumulator of the
+ * intrinsic's result between registers (and to the stack) in the tile loop below. */
+INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    return acc;
+}
+
+/* Float sums of a register tile, kept in memory: the integer sums need the registers. */
+typedef struct { __m512 v[16][G_MAXG]; } ftile;
+
+/* Adds the lanes of f (row group rv0+v, token group g) to out. */
+INLINE void add_out(const mm_args *m, int U, int RV, int G, int64_t r0, int rv0, int64_t t0, const ftile *f) {
+    for (int v = 0; v < RV; v++) {
+        if (r0 + (rv0 + v) * U >= m->n_rows) break;
+        for (int g = 0; g < G; g++) {
+            float x[G_LANES];
+            _mm512_storeu_ps(x, f->v[v][g]);
+            for (int l = 0; l < G_LANES; l++) {
+                int64_t t = t0 + G_LANES / U * g + l / U, r = r0 + (rv0 + v) * U + l % U;
+                if (t < m->n_tok && r < m->n_rows) m->out[(size_t)t * m->out_stride + (size_t)r] += x[l];
+            }
         }
     }
 }
 
-/* Adds acc (row r0+r, tokens t0 + 16g + lane) to out. */
-INLINE void add_out(const mm_args *m, int R, int G, int64_t r0, int64_t t0, __m512 (*acc)[G_MAXG]) {
-    UNROLL for (int r = 0; r < R; r++) {
-        if (r0 + r >= m->n_rows) break;
-        UNROLL for (int g = 0; g < G; g++) {
-            float v[G_TOK];
-            _mm512_storeu_ps(v, acc[r][g]);
-            for (int t = 0; t < G_TOK && t0 + G_TOK * g + t < m->n_tok; t++) m->out[(size_t)(t0 + G_TOK * g + t) * m->out_stride + (size_t)(r0 + r)] += v[t];
-        }
-    }
-}
-
-/* Rows [rr, rr+R) of the panel x groups [0, G): adds the products of this chunk to out. */
-INLINE void gemm_tile(int k, int R, int G, const mm_args *m, int64_t r0, int rr, int64_t t0, int kc, const uint8_t (*codes)[G_KC],
-                      const float (*dw)[G_KC / 32], const act_pack *p) {
-    const int L = interval(k), nb = k == K_Q8 ? QK8_0 : info(k).nb;
-    __m512 acc[G_PANEL][G_MAXG];
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int g = 0; g < G; g++) acc[r][g] = _mm512_setzero_ps();
+/* Row groups [rv0, rv0+RV) of the panel x token groups [0, G): adds this chunk's products to out. */
+INLINE void gemm_tile(int k, int U, int RV, int G, const mm_args *m, int64_t r0, int rv0, int64_t t0, int kc, const uint8_t *codes,
+                      const float (*dw)[G_KC / 32][4], const act_pack *p, ftile *f) {
+    const int L = interval(k), nb = wblock(k);
+    for (int v = 0; v < RV; v++)
+        for (int g = 0; g < G; g++) f->v[v][g] = _mm512_setzero_ps();
     for (int j = 0; j < kc / L; j++) {
-        __m512i s[G_PANEL][G_MAXG];
-        UNROLL for (int g = 0; g < G; g++) {
+        __m512i s[16][G_MAXG];
+        UNROLL16 for (int g = 0; g < G; g++) {
             __m512i neg = load512(p->neg[g][j]);
-            UNROLL for (int r = 0; r < R; r++) s[r][g] = neg;
+            UNROLL16 for (int v = 0; v < RV; v++) s[v][g] = neg;
         }
-        for (int st = 0; st < L / 4; st++) {
+        const uint8_t *c0 = codes + (size_t)rv0 * gstride(U) + (size_t)j * L * U;
+        for (int st = 0; st < L / 4; st++, c0 += 4 * U) {
             __m512i a[G_MAXG];
-            UNROLL for (int g = 0; g < G; g++) a[g] = load512(p->code[g][j * L / 4 + st]);
-            UNROLL for (int r = 0; r < R; r++) {
-                __m512i c = _mm512_set1_epi32((int)rd_u32(codes[rr + r] + j * L + 4 * st));
-                UNROLL for (int g = 0; g < G; g++) s[r][g] = _mm512_dpbusd_epi32(s[r][g], c, a[g]);
+            UNROLL16 for (int g = 0; g < G; g++) a[g] = load512(p->code[g][j * L / 4 + st]);
+            UNROLL16 for (int v = 0; v < RV; v++) {
+                __m512i c = bcast_unit(U, c0 + v * gstride(U));
+                UNROLL16 for (int g = 0; g < G; g++) s[v][g] = dpbusd(s[v][g], c, a[g]);
             }
         }
-        UNROLL for (int g = 0; g < G; g++) {
+        UNROLL16 for (int g = 0; g < G; g++) {
             __m512 da = _mm512_loadu_ps(p->d[g][j]);
-            UNROLL for (int r = 0; r < R; r++)
-                acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(da, _mm512_set1_ps(dw[rr + r][j * L / nb])), acc[r][g]);
-        }
-    }
-    add_out(m, R, G, r0 + rr, t0, acc);
-}
-
-/* Register tiles of R x G accumulators, R*G = 16. */
-INLINE void gemm_panel(int k, int G, const mm_args *m, int64_t r0, int64_t t0, int kc, const uint8_t (*codes)[G_KC],
-                       const float (*dw)[G_KC / 32], const act_pack *p) {
-    if (G == 1) gemm_tile(k, 16, 1, m, r0, 0, t0, kc, codes, dw, p);
-    else
-        for (int rr = 0; rr < G_PANEL; rr += 8) gemm_tile(k, 8, 2, m, r0, rr, t0, kc, codes, dw, p);
-}
-
-static void gemm(int k, const mm_args *m) {
-    act_pack p;
-    uint8_t codes[G_PANEL][G_KC];
-    float dw[G_PANEL][G_KC / 32];
-    for (int64_t t = 0; t < m->n_tok; t++) memset(m->out + (size_t)t * m->out_stride, 0, (size_t)m->n_rows * sizeof(float));
-    for (int64_t t0 = 0; t0 < m->n_tok; t0 += G_TOK * G_MAXG) {
-        int ng = (int)((m->n_tok - t0 + G_TOK - 1) / G_TOK);
-        ng = ng < G_MAXG ? ng : G_MAXG;
-        for (int64_t k0 = 0; k0 < m->n; k0 += G_KC) {
-            int kc = (int)(m->n - k0 < G_KC ? m->n - k0 : G_KC);
-            pack_acts(k, m, t0, ng, k0, kc, &p);
-            for (int64_t r0 = 0; r0 < m->n_rows; r0 += G_PANEL) {
-                unpack_panel(k, m, r0, k0, kc, codes, dw);
-                gemm_panel(k, ng, m, r0, t0, kc, (const uint8_t (*)[G_KC])codes, (const float (*)[G_KC / 32])dw, &p);
+            UNROLL16 for (int v = 0; v < RV; v++) {
+                __m512 d = _mm512_mul_ps(da, _mm512_castsi512_ps(bcast_unit(U, dw[rv0 + v][j * L / nb])));
+                f->v[v][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[v][g]), d, f->v[v][g]);
             }
         }
     }
+    add_out(m, U, RV, G, r0, rv0, t0, f);
+}
+
+INLINE void gemm_u(int k, int U, const mm_args *m, act_pack *p, uint8_t *codes, float (*dw)[G_KC / 32][4], ftile *f) {
+    const int tpg = G_LANES / U, kcm = kcmax(U);
+    for (int64_t t0 = 0; t0 < m->n_tok; t0 += tpg * G_MAXG) {
+        int ng = (int)((m->n_tok - t0 + tpg - 1) / tpg);
+        ng = ng < G_MAXG ? ng : G_MAXG;
+        for (int64_t k0 = 0; k0 < m->n; k0 += kcm) {
+            int kc = (int)(m->n - k0 < kcm ? m->n - k0 : kcm);
+            pack_acts(k, U, m, t0, ng, k0, kc, p);
+            for (int64_t r0 = 0; r0 < m->n_rows; r0 += 16 * U) {
+                unpack_panel(k, U, m, r0, k0, kc, codes, dw);
+                if (ng == 1) gemm_tile(k, U, 16, 1, m, r0, 0, t0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, f);
+                else
+                    for (int rv0 = 0; rv0 < 16; rv0 += 8) gemm_tile(k, U, 8, 2, m, r0, rv0, t0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, f);
+            }
+        }
+    }
+}
+
+INLINE void gemm(int k, const mm_args *m) {
+    act_pack p;
+    uint8_t codes[16 * 2 * G_KC];
+    float dw[16][G_KC / 32][4];
+    ftile f;
+    for (int64_t t = 0; t < m->n_tok; t++) memset(m->out + (size_t)t * m->out_stride, 0, (size_t)m->n_rows * sizeof(float));
+    if (m->n_tok > 8) gemm_u(k, 1, m, &p, codes, dw, &f);
+    else if (m->n_tok > 4) gemm_u(k, 2, m, &p, codes, dw, &f);
+    else gemm_u(k, 4, m, &p, codes, dw, &f);
 }
 
 MATMUL(mm_ptq1_0, K_PTQ1)

@@ -31,7 +31,7 @@ INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t
 }
 
 #ifdef GEMM_MIN_T
-static void gemm(int k, const mm_args *m);
+INLINE void gemm(int k, const mm_args *m);
 #endif
 
 INLINE void run(int k, const mm_args *m) {
