@@ -8,6 +8,7 @@
  * compares into masks, were both measured slower for PTQ1_0 on a Sapphire Rapids-class core. */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -276,23 +277,24 @@ INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const 
 #define GEMM_MIN_T 4 /* 2 and 3 tokens: the direct tiles, which keep codes in registers, are faster */
 #include "kernels_tile.h"
 
-/* ---- Prompt processing and batches (n_tok >= 2) as a GEMM. The 16 int32 lanes of a zmm
- * accumulator hold U rows x 16/U tokens (lane l: row l % U, token l / U): U = 1 from 9 tokens
- * up, 2 for 5-8 and 4 for 2-4, so small batches fill the lanes too. Per block of tokens and
- * chunk of K:
- *   - the activations are packed once: step s holds 4 activations per lane, in the order
- *     w_pair gives codes, with per interval (the span one integer sum may cover: 32 for Q8_0
- *     activations, the weight block for Q8_K) the scales and minus the sums (x 128 for Q8_0
- *     weights) that cancel the code offset;
- *   - each panel of 16 U rows is unpacked once into codes, U rows interleaved per step, and a
- *     register tile of 16 accumulators runs vpdpbusd with the 4U codes of a step broadcast;
- *   - integer sums become float once per interval: x (weight scale x activation scales). */
+/* ---- Prompt processing and batches (n_tok >= GEMM_MIN_T) as a GEMM. The 16 int32 lanes of a
+ * zmm accumulator hold U rows x 16/U tokens (lane l: row l % U, token l / U): U = 1 from 9
+ * tokens up, 2 for 5-8 and 4 for 4, so small batches fill the lanes too. Per block of tokens:
+ *   - the activations of the whole row length are packed once (heap, L2-sized): step s holds
+ *     4 activations per lane, in the order w_pair gives codes, and per interval (the span one
+ *     integer sum may cover: 32 for Q8_0 activations, the weight block for Q8_K) the scales
+ *     and minus the sums (x 128 for Q8_0 weights) that cancel the code offset;
+ *   - each panel of 16U rows is unpacked chunk by chunk of K into codes, U rows interleaved per
+ *     step, and a register tile of 16 accumulators runs vpdpbusd with the 4U codes of a step
+ *     broadcast; integer sums become float once per interval, x (weight x activation scales),
+ *     into a float tile that is stored to out once the panel has seen the whole row. */
 enum { G_LANES = 16, G_MAXG = 2, G_KC = 2048 };
 
 typedef struct {
-    int32_t code[G_MAXG][G_KC / 4][G_LANES]; /* group g, step s */
-    int32_t neg[G_MAXG][G_KC / 32][G_LANES]; /* group g, interval j */
-    float d[G_MAXG][G_KC / 32][G_LANES];
+    int32_t (*code)[G_LANES]; /* group g, step s: code[g * steps + s] */
+    int32_t (*neg)[G_LANES];  /* group g, interval j: neg[g * ivals + j] */
+    float (*d)[G_LANES];
+    int64_t steps, ivals;
 } act_pack;
 
 /* Chunk of K at most; bytes per row group of codes (the buffer holds 16 groups). */
@@ -332,9 +334,9 @@ INLINE void transpose8x16(const __m512i *x, int32_t *dst, int stride) {
     }
 }
 
-/* Activations k0..k0+kc of the tokens from t0 (16/U per group, each in U lanes; past the end
- * the last token again) into p. */
-INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, int64_t k0, int kc, act_pack *p) {
+/* All activations of the tokens from t0 (16/U per group, each in U lanes; past the end the
+ * last token again) into p. */
+INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, const act_pack *p) {
     const int L = interval(k);
     const __m512i off = _mm512_set1_epi8(k == K_Q8 ? (char)0x80 : 1);
     for (int g = 0; g < ng; g++) {
@@ -343,18 +345,17 @@ INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, int64_
             int64_t tk = t0 + G_LANES / U * g + l / U;
             a[l] = m->act + (size_t)(tk < m->n_tok ? tk : m->n_tok - 1) * m->act_stride;
         }
-        int32_t (*code)[G_LANES] = p->code[g];
-        for (int e = 0; e < kc; e += 64) {
-            const int64_t at = k0 + e;
+        int32_t (*code)[G_LANES] = p->code + g * p->steps;
+        for (int64_t e = 0; e < m->n; e += 64) {
             for (int h = 0; h < G_LANES; h += 8) {
                 __m512i x[8];
                 UNROLL for (int t = 0; t < 8; t++) {
                     if (act_q8_K(k)) {
-                        x[t] = load512(a[h + t] + (size_t)(at / QK_K) * sizeof(block_q8_K) + 4 + at % QK_K);
+                        x[t] = load512(a[h + t] + (size_t)(e / QK_K) * sizeof(block_q8_K) + 4 + e % QK_K);
                     } else {
-                        const uint8_t *y = a[h + t] + (size_t)(at / QK8_0) * sizeof(block_q8_0);
+                        const uint8_t *y = a[h + t] + (size_t)(e / QK8_0) * sizeof(block_q8_0);
                         /* An odd last Q8_0 block (Q8_0 weights only) pairs with zeros. */
-                        __m256i hi = e + 32 < kc ? load256(y + 36) : _mm256_setzero_si256();
+                        __m256i hi = e + 32 < m->n ? load256(y + 36) : _mm256_setzero_si256();
                         x[t] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y + 2)), hi, 1);
                     }
                     x[t] = act_order(k, x[t]);
@@ -362,14 +363,14 @@ INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, int64_
                 transpose8x16(x, code[e / 4] + h, G_LANES);
             }
         }
-        for (int j = 0; j < kc / L; j++) {
-            const int64_t at = k0 + (int64_t)j * L;
+        for (int64_t j = 0; j < p->ivals; j++) {
+            const int64_t at = j * L;
             __m512i sum = _mm512_setzero_si512();
             for (int st = 0; st < L / 4; st++) sum = _mm512_dpbusd_epi32(sum, off, load512(code[j * L / 4 + st]));
-            _mm512_storeu_si512(p->neg[g][j], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+            _mm512_storeu_si512(p->neg[g * p->ivals + j], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
             for (int l = 0; l < G_LANES; l++)
-                p->d[g][j][l] = act_q8_K(k) ? ((const block_q8_K *)(a[l] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
-                                                         : h2f(a[l] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
+                p->d[g * p->ivals + j][l] = act_q8_K(k) ? ((const block_q8_K *)(a[l] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
+                                                        : h2f(a[l] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
         }
     }
 }
@@ -439,83 +440,92 @@ INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
     return acc;
 }
 
-/* Float sums of a register tile, kept in memory: the integer sums need the registers. */
+/* Float sums of a panel (row group v, token group g), kept in memory: the integer sums need
+ * the registers. */
 typedef struct { __m512 v[16][G_MAXG]; } ftile;
 
-/* Adds the lanes of f (row group rv0+v, token group g) to out. */
-INLINE void add_out(const mm_args *m, int U, int RV, int G, int64_t r0, int rv0, int64_t t0, const ftile *f) {
-    for (int v = 0; v < RV; v++) {
-        if (r0 + (rv0 + v) * U >= m->n_rows) break;
-        for (int g = 0; g < G; g++) {
-            float x[G_LANES];
-            _mm512_storeu_ps(x, f->v[v][g]);
-            for (int l = 0; l < G_LANES; l++) {
-                int64_t t = t0 + G_LANES / U * g + l / U, r = r0 + (rv0 + v) * U + l % U;
-                if (t < m->n_tok && r < m->n_rows) m->out[(size_t)t * m->out_stride + (size_t)r] += x[l];
-            }
-        }
-    }
-}
-
-/* Row groups [rv0, rv0+RV) of the panel x token groups [0, G): adds this chunk's products to out. */
-INLINE void gemm_tile(int k, int U, int RV, int G, const mm_args *m, int64_t r0, int rv0, int64_t t0, int kc, const uint8_t *codes,
-                      const float (*dw)[G_KC / 32][4], const act_pack *p, ftile *f) {
+/* Row groups [rv0, rv0+RV) of the panel x token groups [0, G), elements k0..k0+kc, into f. */
+INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, const uint8_t *codes, const float (*dw)[G_KC / 32][4],
+                      const act_pack *p, ftile *f) {
     const int L = interval(k), nb = wblock(k);
-    for (int v = 0; v < RV; v++)
-        for (int g = 0; g < G; g++) f->v[v][g] = _mm512_setzero_ps();
     for (int j = 0; j < kc / L; j++) {
+        const int64_t jj = k0 / L + j; /* interval in the row */
         __m512i s[16][G_MAXG];
         UNROLL16 for (int g = 0; g < G; g++) {
-            __m512i neg = load512(p->neg[g][j]);
+            __m512i neg = load512(p->neg[g * p->ivals + jj]);
             UNROLL16 for (int v = 0; v < RV; v++) s[v][g] = neg;
         }
         const uint8_t *c0 = codes + (size_t)rv0 * gstride(U) + (size_t)j * L * U;
+        const int32_t (*a0)[G_LANES] = p->code + jj * L / 4;
         for (int st = 0; st < L / 4; st++, c0 += 4 * U) {
             __m512i a[G_MAXG];
-            UNROLL16 for (int g = 0; g < G; g++) a[g] = load512(p->code[g][j * L / 4 + st]);
+            UNROLL16 for (int g = 0; g < G; g++) a[g] = load512(a0[g * p->steps + st]);
             UNROLL16 for (int v = 0; v < RV; v++) {
                 __m512i c = bcast_unit(U, c0 + v * gstride(U));
                 UNROLL16 for (int g = 0; g < G; g++) s[v][g] = dpbusd(s[v][g], c, a[g]);
             }
         }
         UNROLL16 for (int g = 0; g < G; g++) {
-            __m512 da = _mm512_loadu_ps(p->d[g][j]);
+            __m512 da = _mm512_loadu_ps(p->d[g * p->ivals + jj]);
             UNROLL16 for (int v = 0; v < RV; v++) {
                 __m512 d = _mm512_mul_ps(da, _mm512_castsi512_ps(bcast_unit(U, dw[rv0 + v][j * L / nb])));
-                f->v[v][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[v][g]), d, f->v[v][g]);
-            }
-        }
-    }
-    add_out(m, U, RV, G, r0, rv0, t0, f);
-}
-
-INLINE void gemm_u(int k, int U, const mm_args *m, act_pack *p, uint8_t *codes, float (*dw)[G_KC / 32][4], ftile *f) {
-    const int tpg = G_LANES / U, kcm = kcmax(U);
-    for (int64_t t0 = 0; t0 < m->n_tok; t0 += tpg * G_MAXG) {
-        int ng = (int)((m->n_tok - t0 + tpg - 1) / tpg);
-        ng = ng < G_MAXG ? ng : G_MAXG;
-        for (int64_t k0 = 0; k0 < m->n; k0 += kcm) {
-            int kc = (int)(m->n - k0 < kcm ? m->n - k0 : kcm);
-            pack_acts(k, U, m, t0, ng, k0, kc, p);
-            for (int64_t r0 = 0; r0 < m->n_rows; r0 += 16 * U) {
-                unpack_panel(k, U, m, r0, k0, kc, codes, dw);
-                if (ng == 1) gemm_tile(k, U, 16, 1, m, r0, 0, t0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, f);
-                else
-                    for (int rv0 = 0; rv0 < 16; rv0 += 8) gemm_tile(k, U, 8, 2, m, r0, rv0, t0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, f);
+                f->v[rv0 + v][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[v][g]), d, f->v[rv0 + v][g]);
             }
         }
     }
 }
 
-INLINE void gemm(int k, const mm_args *m) {
-    act_pack p;
+/* Stores the panel's sums (rows r0.., tokens t0..) to out. */
+INLINE void store_out(const mm_args *m, int U, int G, int64_t r0, int64_t t0, const ftile *f) {
+    for (int v = 0; v < 16 && r0 + v * U < m->n_rows; v++)
+        for (int g = 0; g < G; g++) {
+            float x[G_LANES];
+            _mm512_storeu_ps(x, f->v[v][g]);
+            for (int l = 0; l < G_LANES; l++) {
+                int64_t t = t0 + G_LANES / U * g + l / U, r = r0 + v * U + l % U;
+                if (t < m->n_tok && r < m->n_rows) m->out[(size_t)t * m->out_stride + (size_t)r] = x[l];
+            }
+        }
+}
+
+INLINE void gemm_u(int k, int U, const mm_args *m, const act_pack *p) {
+    const int tpg = G_LANES / U;
     uint8_t codes[16 * 2 * G_KC];
     float dw[16][G_KC / 32][4];
     ftile f;
-    for (int64_t t = 0; t < m->n_tok; t++) memset(m->out + (size_t)t * m->out_stride, 0, (size_t)m->n_rows * sizeof(float));
-    if (m->n_tok > 8) gemm_u(k, 1, m, &p, codes, dw, &f);
-    else if (m->n_tok > 4) gemm_u(k, 2, m, &p, codes, dw, &f);
-    else gemm_u(k, 4, m, &p, codes, dw, &f);
+    for (int64_t t0 = 0; t0 < m->n_tok; t0 += tpg * G_MAXG) {
+        int ng = (int)((m->n_tok - t0 + tpg - 1) / tpg);
+        ng = ng < G_MAXG ? ng : G_MAXG;
+        pack_acts(k, U, m, t0, ng, p);
+        for (int64_t r0 = 0; r0 < m->n_rows; r0 += 16 * U) {
+            memset(&f, 0, sizeof f);
+            for (int64_t k0 = 0; k0 < m->n; k0 += kcmax(U)) {
+                int kc = (int)(m->n - k0 < kcmax(U) ? m->n - k0 : kcmax(U));
+                unpack_panel(k, U, m, r0, k0, kc, codes, dw);
+                if (ng == 1) gemm_tile(k, U, 16, 1, 0, k0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, &f);
+                else
+                    for (int rv0 = 0; rv0 < 16; rv0 += 8) gemm_tile(k, U, 8, 2, rv0, k0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, &f);
+            }
+            store_out(m, U, ng, r0, t0, &f);
+        }
+    }
+}
+
+/* 0, or -1 when the activation pack cannot be allocated (the caller then uses the tiles). */
+INLINE int gemm(int k, const mm_args *m) {
+    act_pack p = {0};
+    p.steps = (m->n + 63) / 64 * 16, p.ivals = m->n / interval(k); /* packing goes by 64 */
+    size_t code = (size_t)G_MAXG * (size_t)p.steps * sizeof *p.code, side = (size_t)G_MAXG * (size_t)p.ivals * sizeof *p.neg;
+    uint8_t *buf = malloc(code + 2 * side);
+    if (!buf) return -1;
+    p.code = (int32_t (*)[G_LANES])buf;
+    p.neg = (int32_t (*)[G_LANES])(buf + code);
+    p.d = (float (*)[G_LANES])(buf + code + side);
+    if (m->n_tok > 8) gemm_u(k, 1, m, &p);
+    else if (m->n_tok > 4) gemm_u(k, 2, m, &p);
+    else gemm_u(k, 4, m, &p);
+    free(buf);
+    return 0;
 }
 
 MATMUL(mm_ptq1_0, K_PTQ1)

@@ -4,7 +4,7 @@
  *   tile(kind, R, T, n, w[R], a[T], res[R*T]): the R x T dot products of one tile.
  * Rows and tokens past the end repeat the last one (computed, not stored). A file that defines
  * GEMM_MIN_T also defines gemm(kind, mm_args *) after this header: its path for n_tok >= GEMM_MIN_T,
- * which unpacks each weight block once for many tokens. */
+ * which unpacks each weight block once for many tokens (0; -1 leaves the work to the tiles). */
 #ifndef TRIT_KERNELS_TILE_H
 #define TRIT_KERNELS_TILE_H
 
@@ -31,16 +31,13 @@ INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t
 }
 
 #ifdef GEMM_MIN_T
-INLINE void gemm(int k, const mm_args *m);
+INLINE int gemm(int k, const mm_args *m);
 #endif
 
 INLINE void run(int k, const mm_args *m) {
     int64_t t0 = 0;
 #ifdef GEMM_MIN_T
-    if (m->n_tok >= GEMM_MIN_T) {
-        gemm(k, m);
-        return;
-    }
+    if (m->n_tok >= GEMM_MIN_T && gemm(k, m) == 0) return;
 #endif
     for (; m->n_tok - t0 >= 2; t0 += PP_T)
         for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
