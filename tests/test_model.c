@@ -311,8 +311,18 @@ static void test_stories_perplexity(void) {
     json_decref(js);
 }
 
-/* A prompt evaluated in one call equals the same tokens fed one by one (f32 cache: one kernel),
- * and a copied session continues exactly as the original, recurrent state included. */
+/* Largest |x - y| over n logits. */
+static double logit_diff(const float *x, const float *y, int n) {
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs((double)x[i] - y[i]));
+    return d;
+}
+
+/* A prompt evaluated in one call agrees with the same tokens fed one by one (f32 cache: one
+ * attention kernel), and a copied session continues exactly as the original, recurrent state
+ * included. The matmuls of several tokens (a GEMM) add the same exact integer block sums in
+ * another float order than one token's; a last-bit difference that flips one int8 activation
+ * rounding moves logits by ~1e-2, so the two paths are held to the golden bound of 5e-2. */
 static void test_session_batch_and_copy(void) {
     const char *files[] = {"golden/models/tiny-qwen35-PTQ1_0.gguf", "golden/models/tiny-llama-Q8_0.gguf"};
     for (int f = 0; f < 2; f++) {
@@ -328,18 +338,23 @@ static void test_session_batch_and_copy(void) {
         float *all = malloc((size_t)40 * nv * sizeof(float)), *one = malloc((size_t)nv * sizeof(float));
         REQUIRE(a && b && c && all && one);
         REQUIRE(!trit_session_eval(a, toks, 40, all, 1, err, sizeof err));
-        int same = 1;
+        double worst = 0;
         for (int i = 0; i < 40; i++) {
             REQUIRE(!trit_session_eval(b, &toks[i], 1, one, 0, err, sizeof err));
-            same &= !memcmp(one, all + (size_t)i * nv, (size_t)nv * sizeof(float));
+            worst = fmax(worst, logit_diff(one, all + (size_t)i * nv, nv));
             if (i == 19) REQUIRE(!trit_session_copy(c, b, err, sizeof err));
         }
-        CHECKF(same, "%s: one-call and token-by-token logits differ", files[f]);
+        printf("    %s: one call vs token by token, max |diff| %.3g\n", files[f], worst);
+        CHECKF(worst <= 5e-2, "%s: one-call and token-by-token logits differ by %.3g", files[f], worst);
+        float *b_last = malloc((size_t)nv * sizeof(float));
+        REQUIRE(b_last);
+        memcpy(b_last, one, (size_t)nv * sizeof(float));
         for (int i = 20; i < 40; i++) REQUIRE(!trit_session_eval(c, &toks[i], 1, one, 0, err, sizeof err));
-        CHECKF(!memcmp(one, all + (size_t)39 * nv, (size_t)nv * sizeof(float)), "%s: the copied session diverged", files[f]);
+        CHECKF(!memcmp(one, b_last, (size_t)nv * sizeof(float)), "%s: the copied session diverged", files[f]);
         trit_session_reset(c);
         REQUIRE(!trit_session_eval(c, toks, 40, all, 0, err, sizeof err));
-        CHECKF(!memcmp(one, all, (size_t)nv * sizeof(float)), "%s: a reset session does not start afresh", files[f]);
+        CHECKF(logit_diff(one, all, nv) <= 5e-2, "%s: a reset session does not start afresh", files[f]);
+        free(b_last);
         free(all), free(one);
         trit_session_free(a), trit_session_free(b), trit_session_free(c);
         trit_model_free(m);
