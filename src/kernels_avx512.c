@@ -301,9 +301,9 @@ typedef struct {
 INLINE int kcmax(int U) { return U == 4 ? G_KC / 2 : G_KC; }
 INLINE int gstride(int U) { return U * kcmax(U); }
 
-/* Elements one integer sum covers; weight block elements. */
+/* info() with Q8_0 weights; the elements one integer sum covers. */
+INLINE kind_info ginfo(int k) { return k == K_Q8 ? (kind_info){QK8_0, sizeof(block_q8_0), 0} : info(k); }
 INLINE int interval(int k) { return act_q8_K(k) ? info(k).nb : 32; }
-INLINE int wblock(int k) { return k == K_Q8 ? QK8_0 : info(k).nb; }
 
 /* 4U bytes at p in every 4U-byte unit of a zmm. */
 INLINE __m512i bcast_unit(int U, const void *p) {
@@ -408,7 +408,7 @@ INLINE __m512i q8_codes(const uint8_t *w, int e, int kc) {
 /* Codes of weight rows r0.. (16U of them, the last row repeated), elements k0..k0+kc: row group
  * v (U rows) at codes + v*gstride(U), step s at 4U s; block scales dw[v][block][row in group]. */
 INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t *codes, float (*dw)[G_KC / 32][4]) {
-    const kind_info ki = k == K_Q8 ? (kind_info){QK8_0, sizeof(block_q8_0), 0} : info(k);
+    const kind_info ki = ginfo(k);
     for (int v = 0; v < 16; v++) {
         const uint8_t *w[4];
         uint8_t *dst = codes + (size_t)v * gstride(U);
@@ -447,7 +447,7 @@ typedef struct { __m512 v[16][G_MAXG]; } ftile;
 /* Row groups [rv0, rv0+RV) of the panel x token groups [0, G), elements k0..k0+kc, into f. */
 INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, const uint8_t *codes, const float (*dw)[G_KC / 32][4],
                       const act_pack *p, ftile *f) {
-    const int L = interval(k), nb = wblock(k);
+    const int L = interval(k), nb = ginfo(k).nb;
     for (int j = 0; j < kc / L; j++) {
         const int64_t jj = k0 / L + j; /* interval in the row */
         __m512i s[16][G_MAXG];
