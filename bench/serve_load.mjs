@@ -2,8 +2,10 @@
 // 8 slots, then for 1, 2, 4 and 8 concurrent streams runs a fixed number of streamed chat
 // requests, and reports aggregate generated tokens/s and p50/p95 time to first token. Requests
 // ask for exactly BENCH_TOKENS tokens (ignore_eos: synthesised models emit random text), and one
-// that gets fewer counts as a failure. First it times the engine alone with `trit bench` (tg: one
-// sequence's decode rate; pp8: 8 tokens per forward pass, the ceiling of 8 batched streams).
+// that gets fewer counts as a failure. Streams start spread over one single-stream request time,
+// as independent clients arrive; the aggregate rate counts that ramp too. First it times the
+// engine alone with `trit bench` (tg: one sequence's decode rate; pp8: 8 tokens per forward
+// pass, the ceiling of 8 batched streams).
 // Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
 // BENCH_TOKENS per request, BENCH_THREADS). Exits non-zero if any request fails.
 import { execFileSync, spawn } from 'node:child_process';
@@ -11,11 +13,11 @@ import net from 'node:net';
 
 const MODEL = process.argv[2] ?? '../shared/data/models/stories260K.gguf';
 const BIN = process.env.TRIT_BIN ?? 'build/release/trit';
-const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 4);
-const TOKENS = Number(process.env.BENCH_TOKENS ?? 32);
+const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 3);
+const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const THREADS = process.env.BENCH_THREADS ?? '0';
 const LEVELS = [1, 2, 4, 8];
-const PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. ';
+const PROMPT = 'Tell me a story about a cat. ';
 
 const freePort = () => new Promise((ok) => {
   const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
@@ -47,7 +49,7 @@ async function one(base, i) {
     }),
   });
   if (r.status !== 200) throw new Error(`status ${r.status}`);
-  let ttft = null, tokens = 0, buf = '';
+  let ttft = null, tokens = 0, prompt = 0, buf = '';
   const dec = new TextDecoder();
   for await (const part of r.body) {
     buf += dec.decode(part, { stream: true });
@@ -56,12 +58,12 @@ async function one(base, i) {
       const ev = buf.slice(0, k); buf = buf.slice(k + 2);
       if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
       const j = JSON.parse(ev.slice(6));
-      if (j.usage) tokens = j.usage.completion_tokens;
+      if (j.usage) tokens = j.usage.completion_tokens, prompt = j.usage.prompt_tokens;
       else if (ttft === null && (j.choices[0]?.delta?.content || j.choices[0]?.finish_reason)) ttft = performance.now() - t0;
     }
   }
   if (tokens !== TOKENS || ttft === null) throw new Error(`${tokens} of ${TOKENS} tokens`);
-  return { ttft, tokens };
+  return { ttft, tokens, prompt, ms: performance.now() - t0 };
 }
 
 // The engine's own rates (tokens/s) for one sequence's decode and for 8-token passes.
@@ -74,20 +76,23 @@ function engineRates() {
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 
-async function level(base, n) {
+// n streams, each starting ramp_ms * k / n after the first, share n * PER_STREAM requests.
+async function level(base, n, ramp_ms) {
   let next = 0, failures = 0;
   const total = n * PER_STREAM, results = [];
-  const worker = async () => {
+  const worker = async (k) => {
+    await new Promise((r) => setTimeout(r, (ramp_ms * k) / n));
     while (next < total) {
       const i = next++;
       try { results.push(await one(base, i)); } catch (e) { failures++; console.error(`request ${i}: ${e.message}`); }
     }
   };
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: n }, worker));
+  await Promise.all(Array.from({ length: n }, (_, k) => worker(k)));
   const secs = (performance.now() - t0) / 1e3;
   const toks = results.reduce((a, r) => a + r.tokens, 0), ttfts = results.map((r) => r.ttft);
-  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95) };
+  const ms = results.reduce((a, r) => a + r.ms, 0) / results.length, prompt = results[0]?.prompt;
+  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), ms, prompt };
 }
 
 const eng = engineRates();
@@ -95,13 +100,15 @@ const srv = await start();
 let failed = 0;
 try {
   await one(srv.base, -1); // warm-up
-  console.log(`model ${MODEL}, ${PER_STREAM} requests per stream, ${TOKENS} tokens each`);
   console.log(`engine alone (trit bench): tg${TOKENS} ${eng.tg.toFixed(1)} tok/s, pp8 ${eng.pp8.toFixed(1)} tok/s`);
-  console.log('| streams | requests | failures | aggregate tok/s | x 1 stream | TTFT p50 ms | TTFT p95 ms |');
-  console.log('|--------:|---------:|---------:|----------------:|-----------:|------------:|------------:|');
   const rows = [];
   for (const n of LEVELS) {
-    const r = await level(srv.base, n);
+    const r = await level(srv.base, n, rows.length ? rows[0].ms : 0);
+    if (!rows.length) {
+      console.log(`model ${MODEL}, ${PER_STREAM} requests per stream of ${r.prompt} prompt and ${TOKENS} generated tokens`);
+      console.log('| streams | requests | failures | aggregate tok/s | x 1 stream | TTFT p50 ms | TTFT p95 ms |');
+      console.log('|--------:|---------:|---------:|----------------:|-----------:|------------:|------------:|');
+    }
     rows.push(r);
     failed += r.failures;
     const x = r.tokps / rows[0].tokps;
