@@ -5,7 +5,8 @@
 // that gets fewer counts as a failure. Streams start spread over one single-stream request time,
 // as independent clients arrive; the aggregate rate counts that ramp too. First it times the
 // engine alone with `trit bench` (tg: one sequence's decode rate; pp8: 8 tokens per forward
-// pass, the ceiling of 8 batched streams).
+// pass, the ceiling of 8 batched streams); slots/pass is the mean number of requests each of
+// the scheduler's forward passes carried.
 // Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
 // BENCH_TOKENS per request, BENCH_THREADS). Exits non-zero if any request fails.
 import { execFileSync, spawn } from 'node:child_process';
@@ -25,7 +26,7 @@ const freePort = () => new Promise((ok) => {
 
 async function start() {
   const port = await freePort();
-  const args = ['serve', '-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024)];
+  const args = ['serve', '-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024), '--metrics'];
   if (THREADS !== '0') args.push('-t', THREADS);
   const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const base = `http://127.0.0.1:${port}`;
@@ -76,6 +77,14 @@ function engineRates() {
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 
+// The scheduler's forward passes so far and the slots they carried (from /metrics).
+async function passes(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const get = (name) => Number(text.match(new RegExp(`^llamacpp:${name} (\\S+)$`, 'm'))[1]);
+  const n = get('n_decode_total');
+  return { n, slots: n * get('n_busy_slots_per_decode') };
+}
+
 // n streams, each starting ramp_ms * k / n after the first, share n * PER_STREAM requests.
 async function level(base, n, ramp_ms) {
   let next = 0, failures = 0;
@@ -87,12 +96,13 @@ async function level(base, n, ramp_ms) {
       try { results.push(await one(base, i)); } catch (e) { failures++; console.error(`request ${i}: ${e.message}`); }
     }
   };
-  const t0 = performance.now();
+  const before = await passes(base), t0 = performance.now();
   await Promise.all(Array.from({ length: n }, (_, k) => worker(k)));
-  const secs = (performance.now() - t0) / 1e3;
+  const secs = (performance.now() - t0) / 1e3, after = await passes(base);
+  const per_pass = (after.slots - before.slots) / (after.n - before.n);
   const toks = results.reduce((a, r) => a + r.tokens, 0), ttfts = results.map((r) => r.ttft);
   const ms = results.reduce((a, r) => a + r.ms, 0) / results.length, prompt = results[0]?.prompt;
-  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), ms, prompt };
+  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), ms, prompt, per_pass };
 }
 
 const eng = engineRates();
@@ -106,13 +116,13 @@ try {
     const r = await level(srv.base, n, rows.length ? rows[0].ms : 0);
     if (!rows.length) {
       console.log(`model ${MODEL}, ${PER_STREAM} requests per stream of ${r.prompt} prompt and ${TOKENS} generated tokens`);
-      console.log('| streams | requests | failures | aggregate tok/s | x 1 stream | TTFT p50 ms | TTFT p95 ms |');
-      console.log('|--------:|---------:|---------:|----------------:|-----------:|------------:|------------:|');
+      console.log('| streams | requests | failures | aggregate tok/s | x 1 stream | TTFT p50 ms | TTFT p95 ms | slots/pass |');
+      console.log('|--------:|---------:|---------:|----------------:|-----------:|------------:|------------:|-----------:|');
     }
     rows.push(r);
     failed += r.failures;
     const x = r.tokps / rows[0].tokps;
-    console.log(`| ${n} | ${r.requests} | ${r.failures} | ${r.tokps.toFixed(1)} | ${x.toFixed(2)} | ${r.p50.toFixed(0)} | ${r.p95.toFixed(0)} |`);
+    console.log(`| ${n} | ${r.requests} | ${r.failures} | ${r.tokps.toFixed(1)} | ${x.toFixed(2)} | ${r.p50.toFixed(0)} | ${r.p95.toFixed(0)} | ${r.per_pass.toFixed(2)} |`);
   }
   const [one1, , , eight] = rows;
   console.log(`8 vs 1 stream: throughput x${(eight.tokps / one1.tokps).toFixed(2)} (goal >= 5), ` +
