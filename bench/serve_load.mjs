@@ -8,7 +8,7 @@
 // pass, the ceiling of 8 batched streams); slots/pass is the mean number of requests each of
 // the scheduler's forward passes carried.
 // Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
-// BENCH_TOKENS per request, BENCH_THREADS). Exits non-zero if any request fails.
+// BENCH_TOKENS per request, BENCH_THREADS, BENCH_SERVE_ARGS). Exits non-zero if any request fails.
 import { execFileSync, spawn } from 'node:child_process';
 import net from 'node:net';
 
@@ -17,6 +17,7 @@ const BIN = process.env.TRIT_BIN ?? 'build/release/trit';
 const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 3);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const THREADS = process.env.BENCH_THREADS ?? '0';
+const EXTRA = (process.env.BENCH_SERVE_ARGS ?? '').split(' ').filter(Boolean); // e.g. "-ctk f32 -ctv f32"
 const LEVELS = [1, 2, 4, 8];
 const PROMPT = 'Tell me a story about a cat. ';
 
@@ -28,6 +29,7 @@ async function start() {
   const port = await freePort();
   const args = ['serve', '-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024), '--metrics'];
   if (THREADS !== '0') args.push('-t', THREADS);
+  args.push(...EXTRA);
   const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
