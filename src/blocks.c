@@ -1,5 +1,6 @@
 #include "blocks.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,8 @@ void output_logits(exec *e, int nb, float *const *out) {
         }
         if (!g || (g < EXEC_LOGIT_ROWS && t < nb - 1)) continue;
         int adjacent = 1;
-        for (int k = 1; k < g; k++) adjacent &= out[sel[k]] == out[sel[0]] + k * V;
+        for (int k = 1; k < g; k++) /* in integers: out[sel[0]] + k * V may lie past its buffer */
+            adjacent &= (uintptr_t)out[sel[k]] == (uintptr_t)out[sel[0]] + k * V * sizeof(float);
         float *y = adjacent ? out[sel[0]] : e->logits;
         const weight *o[] = {&m->output};
         project(e, 1, o, &y, e->xn, g);
