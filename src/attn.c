@@ -168,7 +168,8 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(const kv_ca
             _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_fmadd_ps(vv, _mm256_set1_ps(vs), _mm256_loadu_ps(acc + i))));
         }
         for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
-        S = S * ms + vs;
+        float Sm = S * ms; /* two statements: with FMA enabled a compiler may fuse S * ms + vs */
+        S = Sm + vs;
     }
     float inv = 1.0f / S;
     for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
