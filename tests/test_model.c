@@ -353,7 +353,10 @@ static void test_session_batch_and_copy(void) {
         CHECKF(!memcmp(one, last, (size_t)nv * sizeof(float)), "%s: the copied session diverged", files[f]);
         trit_session_reset(c);
         REQUIRE(!trit_session_eval(c, toks, 40, one, 0, err, sizeof err));
-        CHECKF(!memcmp(one, all + (size_t)39 * nv, (size_t)nv * sizeof(float)), "%s: a reset session does not start afresh", files[f]);
+        /* the same passes; only the output matmul sees 1 row instead of 40 */
+        double reset_diff = 0;
+        for (int j = 0; j < nv; j++) reset_diff = fmax(reset_diff, fabs(one[j] - all[(size_t)39 * nv + j]));
+        CHECKF(reset_diff <= 1e-5 * big, "%s: a reset session does not start afresh (%g)", files[f], reset_diff);
         free(all), free(one);
         trit_session_free(a), trit_session_free(b), trit_session_free(c);
         trit_model_free(m);
