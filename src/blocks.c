@@ -77,6 +77,7 @@ void project(exec *e, int nw, const weight *const *ws, float *const *ys, const f
     const weight *plain[16], *folded[16];
     float *plain_y[16], *folded_y[16];
     int np = 0, nf = 0;
+    if (e->observe) e->observe(e->observe_ctx, nw, ws, x, nb);
     for (int i = 0; i < nw && i < 16; i++) {
         if (ws[i]->rot.block) folded[nf] = ws[i], folded_y[nf++] = ys[i];
         else plain[np] = ws[i], plain_y[np++] = ys[i];

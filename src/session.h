@@ -33,6 +33,9 @@ struct exec {
     size_t scores_per_thread;
     int max_ctx;          /* longest context the scores scratch serves */
     mm_ctx mm;            /* thread pool, kernels and matmul scratch */
+    /* Calibration (calib.c): sees each projection's unrotated input rows; NULL costs one branch. */
+    void (*observe)(void *ctx, int nw, const weight *const *ws, const float *x, int nb);
+    void *observe_ctx;
 };
 
 struct session {

@@ -22,6 +22,7 @@
     X(synth)      \
     X(chat)       \
     X(quant)      \
+    X(calib)      \
     X(server)     \
     X(cli)
 #endif
