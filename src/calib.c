@@ -97,6 +97,7 @@ static void accumulate(calib_acc *a, const float *x, int nb) {
     a->count += nb;
 }
 
+/* Weights of one call read the same rows: one accumulator, found or made under the first's name. */
 static void observe(void *ctx, int nw, const weight *const *ws, const float *x, int nb) {
     observer *o = ctx;
     if (o->failed || nw < 1) return;

@@ -6,8 +6,9 @@
  * context with its first token replaced by BOS (when the model adds one), as llama-imatrix does;
  * every token of every chunk is counted, and the output layer sees every row (all logits are
  * requested). Weights that read the same input in one pass (q, k and v; gate and up) share one
- * accumulator. Statistics are of the unrotated input of the model that was run; calib_tensor
- * maps them into the basis a quantizer folds the weight into. */
+ * accumulator. Statistics are of the input each stored weight multiplies (for a weight a rotated
+ * file lists as folded, the rotated input); calib_tensor maps them into the basis a quantizer
+ * folds the weight into. */
 #ifndef TRIT_CALIB_H
 #define TRIT_CALIB_H
 

@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "gptq.h"
 #include "imatrix.h"
+#include "model.h"
 #include "quantize.h"
 #include "rotation.h"
 #include "ternarize.h"
@@ -153,6 +154,38 @@ static void test_folded(void) {
     free(want), free(want_diag);
     calib_free(&d);
     calib_free(&diag);
+}
+
+/* A file stored rotated (quantize --rotate to F32, which keeps the logits) gives the statistics of
+ * the rotated inputs: those of the unrotated file mapped with the fold R H Rᵀ. */
+static void test_rotated_file(void) {
+    const char *mp = shared_path("golden/models/tiny-llama-F32.gguf");
+    char text[64], rot[64];
+    tmp_path(text, sizeof text, ".txt"), tmp_path(rot, sizeof rot, ".gguf");
+    REQUIRE(!write_text(text, story));
+    quant_params qp = {.type = TYPE_F32, .embd_type = -1, .output_type = -1, .n_threads = 2, .rotate = 1};
+    quant_summary sum;
+    trit_err e;
+    REQUIREF(!quant_file(mp, rot, &qp, &sum, &e), "%s", e.msg);
+    calib_data plain = {0}, rotated = {0};
+    calib_params p = {.n_ctx = 16, .n_chunks = 2, .n_threads = 2, .hessian = 1};
+    REQUIREF(!calib_run(mp, text, &p, &plain, &e) && !calib_run(rot, text, &p, &rotated, &e), "%s", e.msg);
+    model *m = model_load(rot, 1, &e);
+    REQUIRE(m && m->layers[0].wq.rot.block);
+    const char *names[] = {"blk.0.attn_q.weight", "blk.1.ffn_up.weight", "output.weight"};
+    for (int k = 0; k < 3; k++) {
+        const calib_acc *r = calib_find(&rotated, names[k]);
+        float *imp, *h;
+        REQUIRE(r && calib_tensor(&plain, names[k], r->n, rotate_cb, &m->layers[0].wq.rot, &imp, &h, &e) == 1);
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < r->n; i++) scale = fmax(scale, r->hess[i * r->n + i] / r->count);
+        for (int64_t i = 0; i < r->n * r->n; i++) worst = fmax(worst, fabs(h[i] - r->hess[i] / r->count));
+        CHECKF(worst < 1e-3 * scale, "%s: rotated statistics off by %g (scale %g)", names[k], worst, scale);
+        free(imp), free(h);
+    }
+    model_free(m);
+    calib_free(&plain), calib_free(&rotated);
+    unlink(text), unlink(rot);
 }
 
 /* Σ_t (x_t · (w - q))² over the calibration rows: the layer's output error for one weight row. */
@@ -331,6 +364,7 @@ static void test_bad_imatrix(void) {
 const test_case calib_tests[] = {
     {"collect", test_collect},
     {"folded", test_folded},
+    {"rotated_file", test_rotated_file},
     {"gptq_beats_fitting", test_gptq_beats_fitting},
     {"ones_equal_unweighted", test_ones_equal_unweighted},
     {"imatrix_roundtrip", test_imatrix_roundtrip},
