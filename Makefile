@@ -1,5 +1,5 @@
 # trit: `make` builds build/release/trit; `make test` runs the tests; `make asan` runs them
-# under AddressSanitizer + UBSan; `make fuzz` runs the GGUF fuzzer; `make help` lists targets.
+# under AddressSanitizer + UBSan; `make fuzz` runs the reader fuzzers; `make help` lists targets.
 CC      ?= cc
 MODE    ?= release
 BUILD   ?= build/$(MODE)
@@ -106,12 +106,20 @@ $(FUZZ_REQ_BIN): fuzz/fuzz_request.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN)
-	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request
+# libFuzzer target for the safetensors reader, seeded with fuzz/safetensors_seeds.
+FUZZ_ST_BIN := build/fuzz/fuzz_safetensors
+$(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
+	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
+	cp fuzz/safetensors_seeds/* build/fuzz/corpus_safetensors/
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
 	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
+	$(FUZZ_ST_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
 
 fuzz-request: $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus_request
@@ -167,7 +175,7 @@ help:
 	@echo "make            build build/release/trit and the test binary"
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
-	@echo "make fuzz       fuzz the GGUF reader and the server's request parser for FUZZ_SECONDS each"
+	@echo "make fuzz       fuzz the GGUF and safetensors readers and the server's request parser for FUZZ_SECONDS each"
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"

@@ -14,7 +14,10 @@
 #include "types.h"
 
 static const char *usage =
-    "usage: trit quantize [options] IN.gguf OUT.gguf TYPE [threads]\n"
+    "usage: trit quantize [options] IN OUT.gguf TYPE [threads]\n"
+    "  IN: a GGUF file, or a Hugging Face model folder (config.json, tokenizer.json,\n"
+    "  tokenizer_config.json, BF16/F16/F32 *.safetensors; llama, qwen3, qwen3_5) converted as\n"
+    "  llama.cpp's convert_hf_to_gguf.py does\n"
     "  TYPE: F32 F16 BF16 Q8_0 TQ1_0 TQ2_0 Q1_0 Q2_0 PQ2_0 PTQ1_0 (or its general.file_type number)\n"
     "  Every 2-D weight becomes TYPE (1-D tensors and ssm_conv1d are copied); rows that do not fit\n"
     "  the type's group fall back to Q8_0 (or F16). Ternary types get fitted per-group scales.\n"

@@ -196,7 +196,8 @@ static int get_value(cursor *c, gguf_kv *kv) {
     return 0;
 }
 
-static void kv_free(gguf_kv *kv) {
+static void kv_free(gguf_kv *kv, int owns_arrays) {
+    if (owns_arrays) free((void *)kv->arr);
     free(kv->key);
     if (kv->type == GGUF_STRING) free(kv->v.str.str);
     if (kv->strs) free(kv->strs[0].str);
@@ -219,6 +220,33 @@ static int cmp_tensor_name(const void *a, const void *b) {
     return strcmp((*(const gguf_tensor *const *)a)->name, (*(const gguf_tensor *const *)b)->name);
 }
 
+/* The sorted lookup tables; duplicate keys or names are refused. */
+static int index_kvs(gguf_file *f, trit_err *err) {
+    free(f->kv_by_key);
+    f->kv_by_key = malloc((f->n_kv ? f->n_kv : 1) * sizeof *f->kv_by_key);
+    if (!f->kv_by_key) return fail(err, "%s: out of memory", f->path);
+    for (size_t i = 0; i < f->n_kv; i++) f->kv_by_key[i] = &f->kv[i];
+    qsort(f->kv_by_key, f->n_kv, sizeof *f->kv_by_key, cmp_kv);
+    for (size_t i = 1; i < f->n_kv; i++)
+        if (!strcmp(f->kv_by_key[i - 1]->key, f->kv_by_key[i]->key))
+            return fail(err, "%s: key '%.150s' appears more than once", f->path, f->kv_by_key[i]->key);
+    return 0;
+}
+
+static int index_tensors(gguf_file *f, trit_err *err) {
+    free(f->t_by_name);
+    f->t_by_name = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *f->t_by_name);
+    if (!f->t_by_name) return fail(err, "%s: out of memory", f->path);
+    for (size_t i = 0; i < f->n_tensors; i++) f->t_by_name[i] = &f->tensors[i];
+    qsort(f->t_by_name, f->n_tensors, sizeof *f->t_by_name, cmp_tensor_name);
+    for (size_t i = 1; i < f->n_tensors; i++)
+        if (!strcmp(f->t_by_name[i - 1]->name, f->t_by_name[i]->name))
+            return fail(err, "%s: tensor name '%.150s' appears more than once", f->path, f->t_by_name[i]->name);
+    return 0;
+}
+
+int gguf_index(gguf_file *f, trit_err *err) { return index_kvs(f, err) || index_tensors(f, err) ? -1 : 0; }
+
 static int read_kvs(cursor *c, gguf_file *f, uint64_t n_kv) {
     size_t cap = 0;
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -233,15 +261,7 @@ static int read_kvs(cursor *c, gguf_file *f, uint64_t n_kv) {
         snprintf(c->where, sizeof c->where, "key '%.150s'", kv->key);
         if (get_u32(c, &kv->type) || get_value(c, kv)) return -1;
     }
-    f->kv_by_key = malloc((f->n_kv ? f->n_kv : 1) * sizeof *f->kv_by_key);
-    if (!f->kv_by_key) return fail(c->err, "%s: out of memory", c->file);
-    for (size_t i = 0; i < f->n_kv; i++) f->kv_by_key[i] = &f->kv[i];
-    qsort(f->kv_by_key, f->n_kv, sizeof *f->kv_by_key, cmp_kv);
-    for (size_t i = 1; i < f->n_kv; i++)
-        if (!strcmp(f->kv_by_key[i - 1]->key, f->kv_by_key[i]->key))
-            return fail(c->err, "%s: key '%.150s' appears more than once", c->file,
-                        f->kv_by_key[i]->key);
-    return 0;
+    return index_kvs(f, c->err);
 }
 
 static int read_alignment(cursor *c, gguf_file *f) {
@@ -289,15 +309,7 @@ static int read_tensor_infos(cursor *c, gguf_file *f, uint64_t n_tensors) {
         snprintf(c->where, sizeof c->where, "tensor '%.150s'", t->name);
         if (read_tensor_info(c, t)) return -1;
     }
-    f->t_by_name = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *f->t_by_name);
-    if (!f->t_by_name) return fail(c->err, "%s: out of memory", c->file);
-    for (size_t i = 0; i < f->n_tensors; i++) f->t_by_name[i] = &f->tensors[i];
-    qsort(f->t_by_name, f->n_tensors, sizeof *f->t_by_name, cmp_tensor_name);
-    for (size_t i = 1; i < f->n_tensors; i++)
-        if (!strcmp(f->t_by_name[i - 1]->name, f->t_by_name[i]->name))
-            return fail(c->err, "%s: tensor name '%.150s' appears more than once", c->file,
-                        f->t_by_name[i]->name);
-    return 0;
+    return index_tensors(f, c->err);
 }
 
 /* Bytes of tensor t of type tt; checks the shape. */
@@ -454,17 +466,10 @@ static int parse(gguf_file *f, unsigned flags, trit_err *err) {
     return 0;
 }
 
-/* Keys and names come from the file and may hold control bytes; a message stays one line. */
-static int one_line(trit_err *err) {
-    if (err)
-        for (char *p = err->msg; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-    return -1;
-}
 
 static gguf_file *open_map(gguf_file *f, unsigned flags, trit_err *err) {
     if (parse(f, flags, err) == 0) return f;
-    one_line(err);
+    err_one_line(err);
     gguf_close(f);
     return NULL;
 }
@@ -500,7 +505,7 @@ gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, tri
 
 void gguf_close(gguf_file *f) {
     if (!f) return;
-    for (size_t i = 0; i < f->n_kv; i++) kv_free(&f->kv[i]);
+    for (size_t i = 0; i < f->n_kv; i++) kv_free(&f->kv[i], f->owns_arrays);
     for (size_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->kv);
     free(f->tensors);
@@ -538,7 +543,7 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 static int type_mismatch(const gguf_file *f, const gguf_kv *kv, const char *want, trit_err *err) {
     fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key,
          gguf_vtype_name(kv->type), want);
-    return one_line(err);
+    return err_one_line(err);
 }
 
 int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *err) {
@@ -547,7 +552,7 @@ int gguf_get_int(const gguf_file *f, const char *key, int64_t *out, trit_err *er
     if (!vtype_is_int(kv->type)) return type_mismatch(f, kv, "an integer", err);
     if (!vtype_is_signed(kv->type) && kv->v.u64 > INT64_MAX) {
         fail(err, "%s: key '%.150s' = %" PRIu64 " is out of range", f->path, key, kv->v.u64);
-        return one_line(err);
+        return err_one_line(err);
     }
     *out = vtype_is_signed(kv->type) ? kv->v.i64 : (int64_t)kv->v.u64;
     return 1;

@@ -60,6 +60,7 @@ typedef struct {
     file_map map;
     int owns_map;                  /* 0 for gguf_open_buffer: the caller's bytes */
     int legacy_q2_0;               /* GGUF_OPEN_LEGACY_Q2_0 relabelled legacy type-42 tensors */
+    int owns_arrays;               /* built in memory (gguf_index): numeric kv->arr are malloc'd */
     const gguf_kv **kv_by_key;     /* kv sorted by key, for lookups */
     const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
 } gguf_file;
@@ -75,6 +76,10 @@ gguf_file *gguf_open_flags(const char *path, int use_mmap, unsigned flags, trit_
 /* The same over a caller's buffer (not copied; must outlive the result). For fuzzing and tests. */
 gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err);
 void gguf_close(gguf_file *f);
+/* For a gguf_file built in memory (calloc'd; path, keys, names, strings malloc'd as the reader
+ * makes them; with owns_arrays, numeric arrays too; tensor data anything): builds the lookup
+ * tables, refusing duplicates. gguf_close frees it. */
+int gguf_index(gguf_file *f, trit_err *err);
 
 const gguf_kv *gguf_find(const gguf_file *f, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);

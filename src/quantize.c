@@ -16,6 +16,7 @@
 #include "gptq.h"
 #include "rotation.h"
 #include "ternarize.h"
+#include "tsource.h"
 #include "types.h"
 
 #define KEY "prism.hadamard."
@@ -43,7 +44,8 @@ typedef struct {
 
 struct qjob {
     const quant_params *p;
-    gguf_file *f;
+    tsource src;
+    gguf_file *f; /* src.f */
     qtensor *t;
     size_t n;
     int n_threads;
@@ -320,7 +322,8 @@ static void add_stats(tern_stats *st, const float *x, const float *q, int64_t n)
 
 typedef struct {
     qtensor *t;
-    int64_t r0, n;
+    int64_t n;
+    const uint8_t *src; /* the job's first source row */
     uint8_t *dst;
     tern_stats st;
     int64_t misses;
@@ -401,26 +404,25 @@ static void *rows_run(void *arg) {
         rj->failed = 1;
         return NULL;
     }
-    const uint8_t *src = t->src->data;
     for (int64_t i = 0; i < rj->n; i++)
-        convert_row(rj, src + (uint64_t)(rj->r0 + i) * srb, rj->dst + (uint64_t)i * drb, buf, buf + ne0, buf + 2 * ne0,
+        convert_row(rj, rj->src + (uint64_t)i * srb, rj->dst + (uint64_t)i * drb, buf, buf + ne0, buf + 2 * ne0,
                     buf + 3 * ne0);
     free(buf);
     return NULL;
 }
 
-/* Converts rows [row0, row0 + n) over the job's threads. */
-static int convert_rows(qtensor *t, int64_t row0, int64_t n, uint8_t *dst, trit_err *err) {
+/* Converts n source rows over the job's threads. */
+static int convert_rows(qtensor *t, const uint8_t *src, int64_t n, uint8_t *dst, trit_err *err) {
     enum { MAX_THREADS = 64 };
     int nt = t->job->n_threads;
     if (nt > MAX_THREADS) nt = MAX_THREADS;
     if (nt > n) nt = (int)n;
     rows_job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    uint64_t drb = type_row_bytes(t->type, t->src->ne[0]);
+    uint64_t drb = type_row_bytes(t->type, t->src->ne[0]), srb = type_row_bytes(t->src->type, t->src->ne[0]);
     for (int i = 0; i < nt; i++) {
         int64_t a = n * i / nt, b = n * (i + 1) / nt;
-        jobs[i] = (rows_job){.t = t, .r0 = row0 + a, .n = b - a, .dst = dst + (uint64_t)a * drb};
+        jobs[i] = (rows_job){.t = t, .n = b - a, .src = src + (uint64_t)a * srb, .dst = dst + (uint64_t)a * drb};
     }
     int started = 0;
     for (int i = 1; i < nt; i++, started++)
@@ -514,8 +516,20 @@ static int produce(void *ctx, int64_t row0, int64_t n, void *dst, trit_err *err)
     qjob *j = t->job;
     uint64_t srb = type_row_bytes(t->src->type, t->src->ne[0]);
     if (row0 == 0 && t->method == QM_TERNARY && !j->p->plain && j->p->calib && calib_prepare(t, err)) return -1;
-    if (t->method == QM_COPY) memcpy(dst, (const uint8_t *)t->src->data + (uint64_t)row0 * srb, (size_t)(n * srb));
-    else if (convert_rows(t, row0, n, dst, err)) return -1;
+    const uint8_t *src = t->src->data ? (const uint8_t *)t->src->data + (uint64_t)row0 * srb : NULL;
+    uint8_t *buf = NULL;
+    if (!src && t->method == QM_COPY) {
+        if (j->src.rows(j->src.ctx, t->src, row0, n, dst, err)) return -1;
+    } else if (!src) { /* produced rows (a Hugging Face tensor): one chunk at a time */
+        if (!(buf = malloc((size_t)(n * srb)))) return fail(err, "out of memory reading '%s'", t->name);
+        int rc = j->src.rows(j->src.ctx, t->src, row0, n, buf, err) || convert_rows(t, buf, n, dst, err);
+        free(buf);
+        if (rc) return -1;
+    } else if (t->method == QM_COPY) {
+        memcpy(dst, src, (size_t)(n * srb));
+    } else if (convert_rows(t, src, n, dst, err)) {
+        return -1;
+    }
     j->done_bytes += (uint64_t)n * srb;
     if (row0 + n < t->rows) {
         if (j->p->log && j->p->tty) progress(t, (double)(row0 + n) / (double)t->rows);
@@ -572,8 +586,8 @@ int quant_file(const char *in, const char *out, const quant_params *p, quant_sum
     qjob j = {.p = p, .sum = sum, .n_threads = p->n_threads};
     if (j.n_threads <= 0) j.n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (j.n_threads <= 0) j.n_threads = 1;
-    j.f = gguf_open_flags(in, 1, GGUF_OPEN_LEGACY_Q2_0, err);
-    if (!j.f) return -1;
+    if (tsource_open(in, &j.src, err)) return -1;
+    j.f = j.src.f;
     sum->legacy_q2_0 = j.f->legacy_q2_0;
     int rc = -1;
     if (!plan_tensors(&j, err) && (!p->rotate || !plan_rotation(&j, err))) rc = write_file(&j, out, err);
@@ -581,6 +595,6 @@ int quant_file(const char *in, const char *out, const quant_params *p, quant_sum
     free(j.t);
     free(j.signs);
     free(j.isigns);
-    gguf_close(j.f);
+    tsource_close(&j.src);
     return rc;
 }

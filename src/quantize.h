@@ -53,7 +53,8 @@ typedef struct {
     int untied;                      /* --rotate wrote output.weight as a copy of token_embd */
 } quant_summary;
 
-/* Converts in to out (written through out.tmp). 0, or -1 with err set (nothing left at out). */
+/* Converts in (a GGUF file or a Hugging Face model folder, tsource.h) to out (written through
+ * out.tmp). 0, or -1 with err set (nothing left at out). */
 int quant_file(const char *in, const char *out, const quant_params *p, quant_summary *sum, trit_err *err);
 
 

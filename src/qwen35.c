@@ -180,14 +180,68 @@ static void delta_step(float *M, const float *q, const float *k, const float *v,
     }
 }
 
+/* y += a x, in blocks of 8 so that the compiler's block vectorizer makes vector code of it. */
+static void axpy(float *restrict y, float a, const float *restrict x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        y[i] += a * x[i], y[i + 1] += a * x[i + 1], y[i + 2] += a * x[i + 2], y[i + 3] += a * x[i + 3];
+        y[i + 4] += a * x[i + 4], y[i + 5] += a * x[i + 5], y[i + 6] += a * x[i + 6], y[i + 7] += a * x[i + 7];
+    }
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* Runs of at least this many tokens of one session take the chunked form. */
+#define GDN_CHUNK_MIN 4
+
+/* The gated delta rule over a run of n consecutive tokens of one session for one value head, in
+ * chunked form: the state is read twice and written once per run instead of swept twice per
+ * token, and the rest is n x n and n x d matrix work. With G_t = g_1...g_t and S_0 the state
+ * before the run, the corrections D_t = beta_t (v_t - g_t S_{t-1} k_t) solve the triangular system
+ *   D_t = beta_t (v_t - G_t S_0 k_t) - sum_{s<t} beta_t (G_t/G_s) (k_t.k_s) D_s,
+ * and then o_t = G_t S_0 q_t + sum_{s<=t} (G_t/G_s) (k_s.q_t) D_s, S_n = G_n S_0 + sum_s (G_n/G_s) D_s k_s^T.
+ * Token t's q, k, v start at q/k/v + t*stride and its output at o + t*ostride; lg holds the log
+ * decays (made cumulative here); scratch holds n*d + 2*n*n floats. */
+static void delta_chunk(const kernel_set *ks, float *M, const float *q, const float *k, const float *v, int stride,
+                        float *lg, const float *beta, float *o, int ostride, int n, int d, float *scratch) {
+    kernel_matmul mm = ks->matmul[TYPE_F32];
+    float *D = scratch, *kk = D + (size_t)n * d, *kq = kk + (size_t)n * n; /* kk[t][s] = k_s.k_t, kq[t][s] = k_s.q_t */
+    size_t rs = (size_t)stride * sizeof(float), ds = (size_t)d * sizeof(float);
+    mm(d, M, ds, d, k, rs, n, D, (size_t)d);             /* D[t] = S_0 k_t */
+    mm(d, M, ds, d, q, rs, n, o, (size_t)ostride);       /* o_t = S_0 q_t */
+    mm(d, k, rs, n, k, rs, n, kk, (size_t)n);
+    mm(d, k, rs, n, q, rs, n, kq, (size_t)n);
+    for (int t = 1; t < n; t++) lg[t] += lg[t - 1];
+    for (int t = 0; t < n; t++) {
+        float G = expf(lg[t]), *Dt = D + (size_t)t * d, *ot = o + (size_t)t * ostride;
+        const float *vt = v + (size_t)t * stride;
+        for (int i = 0; i < d; i++) Dt[i] = beta[t] * (vt[i] - G * Dt[i]), ot[i] *= G;
+        for (int s = 0; s < t; s++) {
+            float c = -beta[t] * expf(lg[t] - lg[s]) * kk[(size_t)t * n + s];
+            axpy(Dt, c, D + (size_t)s * d, d);
+        }
+        for (int s = 0; s <= t; s++) {
+            float c = expf(lg[t] - lg[s]) * kq[(size_t)t * n + s];
+            axpy(ot, c, D + (size_t)s * d, d);
+        }
+    }
+    float Gn = expf(lg[n - 1]);
+    for (int s = 0; s < n; s++) lg[s] = expf(lg[n - 1] - lg[s]); /* now G_n / G_s */
+    for (int i = 0; i < d; i++) {
+        float *row = M + (size_t)i * d;
+        for (int j = 0; j < d; j++) row[j] *= Gn;
+        for (int s = 0; s < n; s++) axpy(row, lg[s] * D[(size_t)s * d + i], k + (size_t)s * stride, d);
+    }
+}
+
 typedef struct {
     exec *e;
     const layer *L;
     int nb;
 } delta_job;
 
-/* The gated delta rule for this thread's share of value heads, token after token (a head's state
- * depends on its previous token; heads are independent), then the gated RMSNorm of its output. */
+/* The gated delta rule for this thread's share of value heads (heads are independent; a head's
+ * state depends on its previous token): runs of one session's tokens in chunked form, single
+ * tokens step by step; then the gated RMSNorm of every output. */
 static void delta_heads(void *arg, int ith, int nth) {
     const delta_job *j = arg;
     exec *e = j->e;
@@ -195,18 +249,32 @@ static void delta_heads(void *arg, int ith, int nth) {
     const hparams *hp = &e->m->hp;
     int d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, nb = j->nb;
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
+    float *scratch = e->scores + (size_t)ith * e->scores_per_thread, *lg = scratch, *beta = lg + nb, *work = beta + nb;
     for (int h = ith; h < n_v; h += nth) {
         int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
         for (int t = 0; t < nb; t++) {
-            const float *xc = e->h1 + (size_t)t * conv_dim, *z = e->h2 + (size_t)t * inner;
-            const float *q = xc, *k = xc + n_k * d, *v = xc + 2 * n_k * d;
             const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
+            lg[t] = L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]);
+            beta[t] = sigmoid(b[h]);
+        }
+        for (int t = 0, run; t < nb; t += run) {
+            session *s = e->rows[t].s;
+            for (run = 1; t + run < nb && e->rows[t + run].s == s; run++) {}
+            const float *xc = e->h1 + (size_t)t * conv_dim;
+            float *M = s->ssm_state + ((size_t)L->slot * n_v + h) * d * d, *o = e->att + (size_t)t * inner + (size_t)h * d;
+            if (run >= GDN_CHUNK_MIN) {
+                delta_chunk(e->mm.k, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, conv_dim, lg + t,
+                            beta + t, o, inner, run, d, work);
+                continue;
+            }
+            for (int u = t; u < t + run; u++, xc += conv_dim, o += inner)
+                delta_step(M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, expf(lg[u]), beta[u], o, d);
+        }
+        for (int t = 0; t < nb; t++) {
             float *o = e->att + (size_t)t * inner + (size_t)h * d;
-            float *ssm = e->rows[t].s->ssm_state + ((size_t)L->slot * n_v + h) * d * d;
-            float decay = expf(L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]));
-            delta_step(ssm, q + kh * d, k + kh * d, v + h * d, decay, sigmoid(b[h]), o, d);
+            const float *z = e->h2 + (size_t)t * inner + (size_t)h * d;
             rmsnorm(o, o, L->ssm_norm, d, hp->rms_eps);
-            for (int i = 0; i < d; i++) o[i] *= silu(z[h * d + i]);
+            for (int i = 0; i < d; i++) o[i] *= silu(z[i]);
         }
     }
 }

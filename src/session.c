@@ -34,7 +34,9 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size
     e->xr = carve(base, cur, nb * widest_in);
     e->ab = carve(base, cur, 2 * nb * (size_t)hp->ssm_n_v);
     e->max_ctx = n_ctx;
-    e->scores_per_thread = (max3((size_t)n_ctx, 2 * (size_t)hp->head_dim, inner) + 15) & ~(size_t)15;
+    /* attention scores, or the chunked GDN's decays, betas and n*d + 2*n*n work floats */
+    size_t gdn = hp->n_recurrent ? nb * (2 + d + 2 * nb) : 0;
+    e->scores_per_thread = (max3((size_t)n_ctx, max3(2 * (size_t)hp->head_dim, inner, gdn), 0) + 15) & ~(size_t)15;
     e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
     e->mm.widest = (int64_t)widest_in;
     e->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, EXEC_ROWS);

@@ -20,6 +20,13 @@ int fail(trit_err *err, const char *fmt, ...) {
     return -1;
 }
 
+int err_one_line(trit_err *err) {
+    if (err)
+        for (char *p = err->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return -1;
+}
+
 int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err) {
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY);

@@ -14,6 +14,9 @@ typedef struct {
 
 /* Formats the message into err (when err is non-NULL) and returns -1. */
 int fail(trit_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replaces control bytes in err's message (names read from a file may hold any), so that it
+ * stays one line; returns -1. */
+int err_one_line(trit_err *err);
 
 /* Overflow-checked size arithmetic: return 0 on overflow, 1 on success. */
 static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

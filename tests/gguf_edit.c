@@ -8,6 +8,16 @@
 
 void tensor_keep(const gguf_tensor *t, float *data) { (void)t, (void)data; }
 
+void tensor_round_bf16(const gguf_tensor *t, float *data) {
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    for (int64_t i = 0; i < n; i++) data[i] = bf16_to_f32(f32_to_bf16(data[i]));
+}
+
+void tensor_round_f16(const gguf_tensor *t, float *data) {
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    for (int64_t i = 0; i < n; i++) data[i] = f16_to_f32(f32_to_f16(data[i]));
+}
+
 int gguf_copy_edit(const char *src, const char *dst, const char *key, const gguf_kv *kv, tensor_edit edit) {
     trit_err err;
     gguf_file *f = gguf_open(src, 1, &err);

@@ -9,6 +9,9 @@ typedef void (*tensor_edit)(const gguf_tensor *t, float *data);
 
 /* Leaves an F32 tensor as it is (an F32 copy of a model: edit = tensor_keep). */
 void tensor_keep(const gguf_tensor *t, float *data);
+/* Rounds every value to bf16 / f16 (what a BF16 / F16 checkpoint of the model holds). */
+void tensor_round_bf16(const gguf_tensor *t, float *data);
+void tensor_round_f16(const gguf_tensor *t, float *data);
 /* Writes src to dst with `key` replaced by *kv (dropped when kv is NULL, appended when absent;
  * key NULL: no change) and, when edit is given, every tensor written as F32 after edit (and
  * general.file_type dropped). Returns 0, or -1 after recording a test failure. */

@@ -23,6 +23,7 @@
     X(chat)       \
     X(quant)      \
     X(calib)      \
+    X(hf)         \
     X(server)     \
     X(cli)
 #endif

@@ -311,11 +311,13 @@ static void test_stories_perplexity(void) {
     json_decref(js);
 }
 
-/* A prompt evaluated in one call equals the same tokens fed one by one (f32 cache: one kernel),
- * and a copied session continues exactly as the original, recurrent state included. */
+/* A prompt evaluated in one call equals the same tokens fed one by one (f32 cache: one attention
+ * kernel) up to float rounding (qwen35 runs a prompt's Gated DeltaNet in chunked form, a token
+ * step by step), and a copied session continues exactly as the original, recurrent state included. */
 static void test_session_batch_and_copy(void) {
-    const char *files[] = {"golden/models/tiny-qwen35-PTQ1_0.gguf", "golden/models/tiny-llama-Q8_0.gguf"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[] = {"golden/models/tiny-qwen35-PTQ1_0.gguf", "golden/models/tiny-qwen35-F32.gguf",
+                           "golden/models/tiny-llama-Q8_0.gguf"};
+    for (int f = 0; f < 3; f++) {
         trit_model *m = load(shared_path(files[f]));
         REQUIRE(m);
         int nv = trit_model_n_vocab(m);
@@ -328,18 +330,23 @@ static void test_session_batch_and_copy(void) {
         float *all = malloc((size_t)40 * nv * sizeof(float)), *one = malloc((size_t)nv * sizeof(float));
         REQUIRE(a && b && c && all && one);
         REQUIRE(!trit_session_eval(a, toks, 40, all, 1, err, sizeof err));
-        int same = 1;
+        double diff = 0, big = 0;
         for (int i = 0; i < 40; i++) {
             REQUIRE(!trit_session_eval(b, &toks[i], 1, one, 0, err, sizeof err));
-            same &= !memcmp(one, all + (size_t)i * nv, (size_t)nv * sizeof(float));
+            for (int j = 0; j < nv; j++)
+                diff = fmax(diff, fabs(one[j] - all[(size_t)i * nv + j])), big = fmax(big, fabs(one[j]));
             if (i == 19) REQUIRE(!trit_session_copy(c, b, err, sizeof err));
         }
-        CHECKF(same, "%s: one-call and token-by-token logits differ", files[f]);
+        CHECKF(diff <= 1e-5 * big, "%s: one-call and token-by-token logits differ by %g (largest %g)", files[f], diff, big);
+        printf("    %s: one call vs token by token max |diff| %.2g of %.2g\n", files[f] + 14, diff, big);
+        /* the same path gives the same bits: the copy continues as b did, the reset session as a */
+        float *last = all + (size_t)38 * nv;
+        memcpy(last, one, (size_t)nv * sizeof(float));
         for (int i = 20; i < 40; i++) REQUIRE(!trit_session_eval(c, &toks[i], 1, one, 0, err, sizeof err));
-        CHECKF(!memcmp(one, all + (size_t)39 * nv, (size_t)nv * sizeof(float)), "%s: the copied session diverged", files[f]);
+        CHECKF(!memcmp(one, last, (size_t)nv * sizeof(float)), "%s: the copied session diverged", files[f]);
         trit_session_reset(c);
-        REQUIRE(!trit_session_eval(c, toks, 40, all, 0, err, sizeof err));
-        CHECKF(!memcmp(one, all, (size_t)nv * sizeof(float)), "%s: a reset session does not start afresh", files[f]);
+        REQUIRE(!trit_session_eval(c, toks, 40, one, 0, err, sizeof err));
+        CHECKF(!memcmp(one, all + (size_t)39 * nv, (size_t)nv * sizeof(float)), "%s: a reset session does not start afresh", files[f]);
         free(all), free(one);
         trit_session_free(a), trit_session_free(b), trit_session_free(c);
         trit_model_free(m);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "logits_test.h"
 #include "perplexity.h"
 #include "quantize.h"
 #include "synth.h"
@@ -140,27 +141,6 @@ static void test_already_ternary(void) {
     }
 }
 
-static const int32_t seq_a[] = {1, 15, 27, 300, 42, 7, 99, 100};
-
-/* Logits of seq_a with an f32 KV cache; malloc'd, NULL on failure. */
-static float *logits_of(const char *path, int *n_vocab) {
-    char err[512];
-    trit_model *m = trit_model_load(path, NULL, err, sizeof err);
-    if (!m) return test_failed(__FILE__, __LINE__, "%s: %s", path, err), NULL;
-    trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .kv_f32 = 1};
-    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
-    *n_vocab = trit_model_n_vocab(m);
-    float *l = malloc(8 * (size_t)*n_vocab * sizeof *l);
-    if (!s || trit_session_eval(s, seq_a, 8, l, 1, err, sizeof err)) {
-        test_failed(__FILE__, __LINE__, "%s: %s", path, err);
-        free(l);
-        l = NULL;
-    }
-    trit_session_free(s);
-    trit_model_free(m);
-    return l;
-}
-
 /* Folding a rotation into an F32 model (and writing the contract) keeps its function. */
 static void check_fold(const char *in, const char *what, int grouped) {
     char out[64];
@@ -169,13 +149,8 @@ static void check_fold(const char *in, const char *what, int grouped) {
     p.rotate = 1, p.seed = 5;
     quant_summary s;
     if (quant(in, out, &p, &s)) return;
-    int nv, nv2;
-    float *a = logits_of(in, &nv), *b = logits_of(out, &nv2);
-    if (a && b && nv == nv2) {
-        double md = 0, mx = 0;
-        for (int i = 0; i < 8 * nv; i++) md = fmax(md, fabs(a[i] - b[i])), mx = fmax(mx, fabs(a[i]));
-        CHECKF(md <= 1e-5 * fmax(1.0, mx), "%s: folded logits differ by %g (scale %g)", what, md, mx);
-    }
+    double md = test_logit_diff(in, out);
+    CHECKF(md >= 0 && md <= 1e-5, "%s: folded logits differ by %g (relative)", what, md);
     gguf_file *f = gguf_open(out, 1, NULL);
     if (f) {
         int keys = 0, g = -1;
@@ -185,7 +160,6 @@ static void check_fold(const char *in, const char *what, int grouped) {
         CHECKF(gguf_find_tensor(f, "output.weight") != NULL, "%s: no output.weight", what);
     }
     gguf_close(f);
-    free(a), free(b);
     unlink(out);
 }
 

@@ -91,3 +91,49 @@ vocab *gbuf_vocab(gbuf *body, trit_err *err) {
     free(file.p);
     return v;
 }
+
+/* Parses one .out line ("1 2 3") into ids; returns the count. */
+static int parse_ids(const char *line, int32_t *ids, int max) {
+    int n = 0;
+    char *end;
+    for (long x = strtol(line, &end, 10); end != line && n < max; x = strtol(line, &end, 10)) {
+        ids[n++] = (int32_t)x;
+        line = end;
+    }
+    return n;
+}
+
+void run_vocab_vectors_with(const vocab *v, const char *name, int prefix, int *total, int *passed) {
+    char path[256];
+    snprintf(path, sizeof path, "data/vocab/%s.gguf.inp", name);
+    char *inp = read_file(shared_path(path), NULL);
+    snprintf(path, sizeof path, "data/vocab/%s.gguf.out", name);
+    char *out = read_file(shared_path(path), NULL);
+    if (!inp || !out) goto done;
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char *in = inp, *line = out;
+    while (*line) {
+        char *in_end = strstr(in, sep), *line_end = strchr(line, '\n');
+        REQUIREF(in_end && line_end, "%s: .inp and .out lengths differ at case %d", name, *total);
+        *in_end = *line_end = 0;
+        int32_t want[512];
+        int n_want = parse_ids(line, want, 512), n;
+        int32_t *got = tokenize(v, in, strlen(in), 0, 0, &n);
+        int ok = got && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
+        CHECKF(ok, "%s case %d: tokens differ for \"%.40s\" (%d tokens, want %d)", name, *total, in, n, n_want);
+        size_t dl;
+        char *dec = detokenize(v, got, n, 0, &dl);
+        size_t skip = prefix && *in ? 1 : 0;
+        CHECKF(dl == strlen(in) + skip && (!skip || dec[0] == ' ') && memcmp(dec + skip, in, dl - skip) == 0,
+               "%s case %d: decoding does not give the input back", name, *total);
+        free(dec);
+        free(got);
+        (*total)++, *passed += ok;
+        in = in_end + strlen(sep);
+        line = line_end + 1;
+    }
+    CHECKF(*in == 0, "%s: .inp has more cases than .out", name);
+done:
+    free(inp);
+    free(out);
+}

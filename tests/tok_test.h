@@ -16,6 +16,10 @@ char *detokenize(const vocab *v, const int32_t *t, int n, int special, size_t *l
 /* Checks that text tokenizes to want[0..n_want). */
 void check_ids(const vocab *v, const char *text, int add_special, int parse_special, const int32_t *want, int n_want);
 
+/* Runs every case of llama.cpp's vocab test pair data/vocab/NAME.gguf.inp/.out with v; also checks
+ * that decoding gives the input back (after SPM's prefix space, when prefix). */
+void run_vocab_vectors_with(const vocab *v, const char *name, int prefix, int *total, int *passed);
+
 /* GGUF key/values written as bytes in memory, for synthetic vocabularies. */
 typedef struct {
     uint8_t *p;
