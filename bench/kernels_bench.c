@@ -1,5 +1,6 @@
 /* kernels_bench: single-threaded GB/s of weight streaming per type and kernel variant (decode,
- * one token) and int8 multiply-accumulates per second for a 64-token prompt, next to the
+ * one token) and int8 multiply-accumulates per second for an 8-token batch and a 64-token
+ * prompt, next to the
  * machine's streaming-read bandwidth measured the same way. Weights cycle through copies that
  * together exceed the last-level cache, so decode numbers are DRAM numbers.
  * Usage: kernels-bench [type ...]   (default: every weight type) */
@@ -10,6 +11,7 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "stream_read.h"
 #include "types.h"
 
 #define POOL_BYTES ((size_t)1 << 30)
@@ -21,43 +23,13 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Streaming read: 256-bit loads (when the CPU has AVX2; 64-bit otherwise), four independent
- * sums so the loop is load-bound, software prefetch as far ahead as the kernels do. The bench alone uses a target attribute; the library never does. */
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define PREFETCH_WORDS (PREFETCH_BYTES / 8)
-#ifndef PREFETCH_BYTES
-#define PREFETCH_BYTES 8192
-#endif
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t words) {
-    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (size_t i = 0; i + 16 <= words; i += 16) {
-        _mm_prefetch((const char *)(p + i + PREFETCH_WORDS), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + i + 8 + PREFETCH_WORDS), _MM_HINT_T0);
-        for (int k = 0; k < 4; k++) s[k] = _mm256_add_epi64(s[k], _mm256_loadu_si256((const __m256i *)(p + i + 4 * k)));
-    }
-    __m256i t = _mm256_add_epi64(_mm256_add_epi64(s[0], s[1]), _mm256_add_epi64(s[2], s[3]));
-    return (uint64_t)_mm256_extract_epi64(t, 0) ^ (uint64_t)_mm256_extract_epi64(t, 3);
-}
-#endif
-
-static uint64_t read_plain(const uint64_t *p, size_t words) {
-    uint64_t s[4] = {0};
-    for (size_t i = 0; i + 4 <= words; i += 4)
-        for (int k = 0; k < 4; k++) s[k] += p[i + k];
-    return s[0] ^ s[1] ^ s[2] ^ s[3];
-}
-
-static double read_gbs(const uint64_t *p, size_t words) {
+static double read_gbs(const uint64_t *p, size_t words, const char **isa) {
     double best = 0;
     uint64_t x = 0;
+    stream_read_fn read = stream_read_pick(isa);
     for (int rep = 0; rep < 5; rep++) {
         double t = now();
-#if defined(__x86_64__)
-        x ^= __builtin_cpu_supports("avx2") ? read_avx2(p, words) : read_plain(p, words);
-#else
-        x ^= read_plain(p, words);
-#endif
+        x ^= read(p, words);
         double gbs = words * 8.0 / (now() - t) / 1e9;
         best = gbs > best ? gbs : best;
     }
@@ -115,7 +87,7 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
         if (!ks) continue;
         size_t ws = mat / (size_t)rows, c = 0;
         int64_t few = v == 0 ? 64 : rows; /* the scalar set is slow: fewer rows for the prompt */
-        double dec = 0, hot = 0, pp = 0;
+        double dec = 0, hot = 0, pp[2] = {0, 0};
         for (int rep = 0; rep < 5; rep++) { /* best of 5: the machine may be shared */
             double t0 = now(), bytes = 0;
             while (now() - t0 < 0.08) { /* decode: one token over a copy not touched lately */
@@ -129,16 +101,19 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
                 bytes += (double)ws * 64;
             }
             hot = fmax(hot, bytes / (now() - t0) / 1e9);
-            t0 = now();
-            double macs = 0;
-            while (now() - t0 < 0.08) {
-                ks->matmul[t](n, pool, ws, few, act, arow, PP, out, (size_t)rows);
-                macs += (double)n * (double)few * PP;
+            for (int p = 0; p < 2; p++) {
+                const int ntok = p ? PP : 8;
+                double macs = 0;
+                t0 = now();
+                while (now() - t0 < 0.04) {
+                    ks->matmul[t](n, pool, ws, few, act, arow, ntok, out, (size_t)rows);
+                    macs += (double)n * (double)few * ntok;
+                }
+                pp[p] = fmax(pp[p], macs / (now() - t0) / 1e9);
             }
-            pp = fmax(pp, macs / (now() - t0) / 1e9);
         }
-        printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp64 %7.2f GMAC/s\n",
-               tt->name, (long long)rows, (long long)n, ks->name, dec, 100.0 * dec / ref_gbs, hot, pp);
+        printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f GMAC/s\n",
+               tt->name, (long long)rows, (long long)n, ks->name, dec, 100.0 * dec / ref_gbs, hot, pp[0], pp[1]);
         fflush(stdout);
     }
     free(pool), free(x), free(out), free(act);
@@ -149,8 +124,9 @@ int main(int argc, char **argv) {
     if (!a || !b) return 1;
     fill(a, POOL_BYTES, 1);
     memset(b, 0, POOL_BYTES);
-    double rd = read_gbs((const uint64_t *)a, POOL_BYTES / 8);
-    printf("streaming read %.2f GB/s, memcpy %.2f GB/s (copied bytes), single thread; best variant: %s\n", rd,
+    const char *isa;
+    double rd = read_gbs((const uint64_t *)a, POOL_BYTES / 8, &isa);
+    printf("streaming read %.2f GB/s (%s loads), memcpy %.2f GB/s (copied bytes), single thread; best variant: %s\n", rd, isa,
            memcpy_gbs(b, a, POOL_BYTES), kernels_get()->name);
     free(a), free(b);
     static const uint32_t all[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_Q8_0,

@@ -3,7 +3,7 @@
  *   out[t*out_stride + r] = dot(weight row r at w + r*w_stride, activation row t at act + t*act_stride)
  * for r < n_rows, t < n_tok, with strides in bytes (out_stride in floats) and every activation row
  * already quantized to the weight type's vec_dot_type (types.h). n must be a multiple of the weight
- * block and of the activation block (PQ2_0 x Q8_K: of 256). Integer sums inside a block are exact;
+ * block and of the activation block (PQ2_0, PTQ1_0 x Q8_K: of 256). Integer sums inside a block are exact;
  * only the order of the float combination differs from the reference T_vec_dot.
  * Int8 weights and activations are expected in -127..127, as every quantizer here produces them. */
 #ifndef TRIT_KERNELS_H

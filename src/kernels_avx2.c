@@ -146,7 +146,7 @@ INLINE __m256i w_chunk(int k, const uint8_t *b, int j) {
 
 INLINE __m256i a_chunk(int k, const uint8_t *qs) { return k == K_Q2 || k == K_PQ2 ? crumb_act(qs) : load256(qs); }
 
-/* ---- Q8_0-activation family (PTQ1_0, Q1_0, Q2_0, Q8_0): every 32 elements have their own
+/* ---- Q8_0-activation family (Q1_0, Q2_0, Q8_0): every 32 elements have their own
  * activation scale, so each chunk's exact integer sum is scaled and added in float. */
 INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
@@ -185,7 +185,7 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = hsum(acc[r][t]);
 }
 
-/* ---- Q8_K-activation family (TQ1_0, TQ2_0: one weight block per Q8_K block; PQ2_0: two).
+/* ---- Q8_K-activation family (TQ1_0, TQ2_0: one weight block per Q8_K block; PQ2_0, PTQ1_0: two).
  * One scale per weight block: int16 pair sums add up over the whole block (|sum| <= 8*768). */
 INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
@@ -227,7 +227,7 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
 
 /* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
 INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
-    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
+    if (k == K_PTQ1 || k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
     else tile_q8_0(k, R, T, n, w, a, res);
 }
 

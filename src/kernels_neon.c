@@ -177,7 +177,7 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
 
 /* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
 INLINE void tile(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
-    if (k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
+    if (k == K_PTQ1 || k == K_TQ1 || k == K_TQ2 || k == K_PQ2) tile_q8_K(k, R, T, n, w, a, res);
     else tile_q8_0(k, R, T, n, w, a, res);
 }
 

@@ -2,7 +2,9 @@
  * INLINE, UNROLL, its tile sizes (DEC_R rows per decode tile, PP_R x PP_T rows x tokens per
  * prompt tile, MAX_R >= both row counts, PP_T <= 4) and
  *   tile(kind, R, T, n, w[R], a[T], res[R*T]): the R x T dot products of one tile.
- * Rows and tokens past the end repeat the last one (computed, not stored). */
+ * Rows and tokens past the end repeat the last one (computed, not stored). A file that defines
+ * GEMM_MIN_T also defines gemm(kind, mm_args *) after this header: its path for n_tok >= GEMM_MIN_T,
+ * which unpacks each weight block once for many tokens (0; -1 leaves the work to the tiles). */
 #ifndef TRIT_KERNELS_TILE_H
 #define TRIT_KERNELS_TILE_H
 
@@ -28,8 +30,15 @@ INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t
         for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
 }
 
+#ifdef GEMM_MIN_T
+INLINE int gemm(int k, const mm_args *m);
+#endif
+
 INLINE void run(int k, const mm_args *m) {
     int64_t t0 = 0;
+#ifdef GEMM_MIN_T
+    if (m->n_tok >= GEMM_MIN_T && gemm(k, m) == 0) return;
+#endif
     for (; m->n_tok - t0 >= 2; t0 += PP_T)
         for (int64_t r0 = 0; r0 < m->n_rows; r0 += PP_R) tile_at(k, PP_R, PP_T, m, r0, t0);
     for (; t0 < m->n_tok; t0++)

@@ -22,11 +22,14 @@ typedef struct {
     int direct;       /* 1: kernels on quantized rows; 0: decoded rows against f32 */
 } mm_job;
 
-/* Thread ith's share of rows [0, n): contiguous, in multiples of 4 so kernels keep their blocking. */
-static void share(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1) {
-    int64_t blocks = (n + 3) / 4;
-    *r0 = blocks * ith / nth * 4;
-    *r1 = blocks * (ith + 1) / nth * 4;
+/* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel) for several. */
+static int64_t row_unit(int nb) { return nb > 1 ? 16 : 4; }
+
+/* Thread ith's share of rows [0, n): contiguous, in multiples of unit so kernels keep their blocking. */
+static void share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t blocks = (n + unit - 1) / unit;
+    *r0 = blocks * ith / nth * unit;
+    *r1 = blocks * (ith + 1) / nth * unit;
     if (*r0 > n) *r0 = n;
     if (*r1 > n) *r1 = n;
 }
@@ -36,12 +39,13 @@ static void mm_worker(void *arg, int ith, int nth) {
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
         int64_t r0, r1;
-        share(w->n_out, ith, nth, &r0, &r1);
+        share(w->n_out, row_unit(j->nb), ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
         if (j->direct) {
             /* With several tokens, rows go in blocks small enough to stay in cache while every
              * token passes over them: each weight is read from memory once per pass. */
-            int64_t block = j->nb > 1 ? (MM_BLOCK_BYTES / (int64_t)w->row_bytes + 3) / 4 * 4 : r1 - r0;
+            const int64_t unit = row_unit(j->nb);
+            int64_t block = j->nb > 1 ? (MM_BLOCK_BYTES / (int64_t)w->row_bytes + unit - 1) / unit * unit : r1 - r0;
             for (int64_t rb = r0; rb < r1; rb += block) {
                 int64_t nr = r1 - rb < block ? r1 - rb : block;
                 j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act,

@@ -5,7 +5,8 @@
  * Weight types have no activation role: their quantize_act is their reference quantizer.
  * Dot products: exact integer sums per block, combined like ggml's generic kernels as the oracle's
  * gcc (-O2, FMA on, default fp-contract) compiled them, i.e. each `s += a * b` fused (fmaf);
- * that reproduces the oracle's scalar PTQ1_0 and Q2_0 dots bit for bit. */
+ * that reproduces the oracle's scalar Q2_0 dots bit for bit (PTQ1_0 takes Q8_K activations here,
+ * so its dots differ from the oracle's in the last bits). */
 #include "quants.h"
 
 #include <math.h>
@@ -78,7 +79,7 @@ static int codes_dot(const uint8_t *codes, const int8_t *q, int n) {
 }
 
 /* s + dot of one weight block's codes with the Q8_0 blocks it spans, as the fork's generic
- * Q1_0/Q2_0/PQ2_0/PTQ1_0 kernels combine it: s += d_w * sum_b (d_yb * sumi_b), fused. */
+ * Q1_0/Q2_0 kernels combine it: s += d_w * sum_b (d_yb * sumi_b), fused. */
 static float codes_dot_q8_0(const uint8_t *codes, int n, float dw, const block_q8_0 *y, float s) {
     float acc = 0.0f;
     for (int b = 0; b < n / QK8_0; b++)
@@ -333,14 +334,17 @@ void ptq1_0_quantize(const float *src, void *dst, int64_t n) {
 
 void ptq1_0_quantize_act(const float *src, void *dst, int64_t n) { ptq1_0_quantize(src, dst, n); }
 
+/* PTQ1_0 x Q8_K, as PQ2_0: one activation scale per 256 (the issue's allowance; the fork pairs
+ * PTQ1_0 with Q8_0), so each 128-block adds one exact integer sum, sumi * (d_w * d_a), fused. */
 float ptq1_0_vec_dot(int64_t n, const void *w, const void *act) {
     const block_ptq1_0 *x = w;
-    const block_q8_0 *y = act;
+    const block_q8_K *y = act;
     uint8_t c[QK_PTQ1_0];
     float s = 0.0f;
     for (int64_t i = 0; i < n / QK_PTQ1_0; i++) {
+        const block_q8_K *yb = &y[i / 2];
         ptq1_0_codes(&x[i], c);
-        s = codes_dot_q8_0(c, QK_PTQ1_0, f16_to_f32(x[i].d), y + i * (QK_PTQ1_0 / QK8_0), s);
+        s = fmaf((float)codes_dot(c, yb->qs + (i % 2) * QK_PTQ1_0, QK_PTQ1_0), f16_to_f32(x[i].d) * yb->d, s);
     }
     return s;
 }

@@ -19,7 +19,7 @@ static const type_traits traits[TYPE_COUNT] = {
     [TYPE_Q1_0] = {"Q1_0", 128, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q1_0)},
     [TYPE_Q2_0] = {"Q2_0", 64, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q2_0)},
     [TYPE_PQ2_0] = {"PQ2_0", 128, 34, 1, 1, TYPE_Q8_K, QUANT_FNS(pq2_0)},
-    [TYPE_PTQ1_0] = {"PTQ1_0", 128, 28, 1, 1, TYPE_Q8_0, QUANT_FNS(ptq1_0)},
+    [TYPE_PTQ1_0] = {"PTQ1_0", 128, 28, 1, 1, TYPE_Q8_K, QUANT_FNS(ptq1_0)},
 };
 
 /* Every id GGML ever assigned, for messages about files trit cannot run. */

@@ -224,6 +224,18 @@ static void matmul_shapes(void) {
     }
 }
 
+/* Batches (every n_tok from 2 to 17, then past 32 and 64 tokens) over row counts that cross
+ * 16-row panels and rows long enough for several chunks of K with an odd block count. */
+static void matmul_batches(void) {
+    static const int64_t toks[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 33, 47, 66};
+    for (size_t i = 0; i < NTYPES; i++) {
+        int64_t u = unit_of(mm_types[i]), n = (4608 / u | 1) * u;
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
+            check_case(mm_types[i], k % 4 == 1 ? u * 3 : n, 13 + (int64_t)(k * 7 % 23), toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 3 == 0));
+    }
+    printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
+}
+
 /* Zero blocks, d = 0, extreme scales, all +1 / all -1, saturated activations. */
 static void matmul_edges(void) {
     for (size_t i = 0; i < NTYPES; i++) {
@@ -308,6 +320,7 @@ const test_case kernels_tests[] = {
     {"trit_cpu_env", trit_cpu_env},
     {"matmul_lengths", matmul_lengths},
     {"matmul_shapes", matmul_shapes},
+    {"matmul_batches", matmul_batches},
     {"matmul_edges", matmul_edges},
     {"quantize_act_bitexact", quantize_act_bitexact},
     {0},

