@@ -317,7 +317,10 @@ static int parse_limits(json_t *o, srv_req *q, perr *e) {
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so) && (!json_is_object(so) || opt_bool(so, "include_usage", &q->include_usage, e)))
         return json_is_object(so) ? -1 : bad(e, "'stream_options' must be an object");
-    return opt_bool(o, "cache_prompt", &q->cache_prompt, e) || opt_int(o, "id_slot", -1, INT_MAX, &q->id_slot, e) ? -1 : 0;
+    return opt_bool(o, "cache_prompt", &q->cache_prompt, e) || opt_int(o, "id_slot", -1, INT_MAX, &q->id_slot, e) ||
+                   opt_bool(o, "ignore_eos", &q->ignore_eos, e)
+               ? -1
+               : 0;
 }
 
 static int parse_logprobs(json_t *o, srv_endpoint ep, srv_req *q, perr *e) {

@@ -13,7 +13,11 @@
 
 #include "server.h"
 
-#define PROMPT_BUDGET 512 /* prompt tokens per step, shared by the slots still reading prompts */
+/* Rows per step: two of the engine's 64-row passes, so a step wastes no part-filled pass. Every
+ * generating slot's next token goes in first; prompt chunks fill the rest in arrival order (the
+ * oldest prompt finishes first, which lowers the mean time to first token without delaying the
+ * last), and get at least MIN_CHUNK rows however many slots are generating. */
+#define STEP_ROWS 128
 #define MIN_CHUNK 32
 
 typedef enum { SLOT_IDLE, SLOT_PROMPT, SLOT_GEN } slot_state;
@@ -40,8 +44,11 @@ struct sched {
     int n_vocab, slot_ctx, n_slots;
     slot *slots;
     float *scratch;
+    int32_t *eog;  /* the end-of-generation tokens, which ignore_eos bans */
+    int n_eog;
     trit_batch_item *items;
     slot **who;   /* the slot of each batch item */
+    slot **wait;  /* the slots reading prompts, oldest request first */
     int *is_last; /* whether the item's logits get sampled */
     pthread_t th;
     pthread_mutex_t mu;
@@ -257,11 +264,12 @@ static void assign(sched *s) {
 
 /* ---- sampling ---- */
 
-/* logit_bias and OpenAI's presence/frequency penalties, on a copy of the logits. */
+/* logit_bias, ignore_eos and OpenAI's presence/frequency penalties, on a copy of the logits. */
 static const float *adjusted_logits(sched *s, slot *sl) {
     const srv_req *q = &sl->t->req;
-    if (!q->n_bias && q->presence_penalty == 0 && q->frequency_penalty == 0) return sl->logits;
+    if (!q->n_bias && !q->ignore_eos && q->presence_penalty == 0 && q->frequency_penalty == 0) return sl->logits;
     memcpy(s->scratch, sl->logits, (size_t)s->n_vocab * sizeof *s->scratch);
+    for (int i = 0; q->ignore_eos && i < s->n_eog; i++) s->scratch[s->eog[i]] = -INFINITY;
     for (int i = 0; i < q->n_bias; i++)
         if (q->bias[i].tok >= 0 && q->bias[i].tok < s->n_vocab) s->scratch[q->bias[i].tok] += q->bias[i].bias;
     if (q->presence_penalty != 0 || q->frequency_penalty != 0)
@@ -341,16 +349,10 @@ static void sample_next(sched *s, slot *sl) {
 
 /* ---- one step ---- */
 
-static int n_prompting(const sched *s) {
-    int n = 0;
-    for (int i = 0; i < s->n_slots; i++) n += s->slots[i].state == SLOT_PROMPT;
-    return n;
-}
-
-/* Next prompt chunk: a fair share of the budget, cut where the checkpoint is taken. */
-static int chunk_len(const slot *sl, int share) {
+/* Next prompt chunk: up to budget tokens, cut where the checkpoint is taken. */
+static int chunk_len(const slot *sl, int budget) {
     int left = sl->t->n_prompt - sl->n_done;
-    int n = left < share ? left : share;
+    int n = left < budget ? left : budget;
     int ck = sl->t->n_prompt - 1;
     if (sl->t->req.cache_prompt && sl->n_done < ck && sl->n_done + n > ck) n = ck - sl->n_done;
     return n;
@@ -383,22 +385,28 @@ static void end_expired(sched *s) {
 
 static void step(sched *s) {
     end_expired(s);
-    int np = n_prompting(s), n = 0;
-    int share = np ? PROMPT_BUDGET / np : 0;
-    if (share < MIN_CHUNK) share = MIN_CHUNK;
+    int n = 0, n_wait = 0;
     int *is_last = s->is_last;
-    slot **who = s->who;
+    slot **who = s->who, **wait = s->wait;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
-        trit_batch_item *it = &s->items[n];
         if (sl->state == SLOT_GEN) {
-            *it = (trit_batch_item){sl->s, &sl->last, 1, sl->logits, 0};
+            s->items[n] = (trit_batch_item){sl->s, &sl->last, 1, sl->logits, 0};
             is_last[n] = 1;
+            who[n++] = sl;
         } else if (sl->state == SLOT_PROMPT) {
-            int len = chunk_len(sl, share);
-            is_last[n] = sl->n_done + len == sl->t->n_prompt;
-            *it = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, len, is_last[n] ? sl->logits : NULL, 0};
-        } else continue;
+            int k = n_wait++; /* insertion by arrival */
+            while (k > 0 && wait[k - 1]->t->t_submit > sl->t->t_submit) wait[k] = wait[k - 1], k--;
+            wait[k] = sl;
+        }
+    }
+    int budget = STEP_ROWS - n > MIN_CHUNK ? STEP_ROWS - n : MIN_CHUNK;
+    for (int w = 0; w < n_wait && budget > 0; w++) {
+        slot *sl = wait[w];
+        int len = chunk_len(sl, budget);
+        budget -= len;
+        is_last[n] = sl->n_done + len == sl->t->n_prompt;
+        s->items[n] = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, len, is_last[n] ? sl->logits : NULL, 0};
         who[n++] = sl;
     }
     if (!n) return;
@@ -498,11 +506,16 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->items = calloc((size_t)s->n_slots, sizeof *s->items);
     s->who = calloc((size_t)s->n_slots, sizeof *s->who);
+    s->wait = calloc((size_t)s->n_slots, sizeof *s->wait);
     s->is_last = calloc((size_t)s->n_slots, sizeof *s->is_last);
     s->scratch = malloc((size_t)s->n_vocab * sizeof *s->scratch);
-    int ok = s->slots && s->items && s->who && s->is_last && s->scratch;
+    for (int32_t v = 0; v < s->n_vocab; v++) s->n_eog += trit_token_is_eog(m, v) != 0;
+    s->eog = malloc((size_t)(s->n_eog ? s->n_eog : 1) * sizeof *s->eog);
+    for (int32_t v = 0, k = 0; s->eog && v < s->n_vocab; v++)
+        if (trit_token_is_eog(m, v)) s->eog[k++] = v;
+    int ok = s->slots && s->items && s->who && s->wait && s->is_last && s->scratch && s->eog;
+    if (!ok) snprintf(err, errlen, "out of memory");
     for (int i = 0; ok && i < s->n_slots; i++) ok = !slot_init(s, &s->slots[i], i, err, errlen);
-    if (!s->slots || !s->items || !s->who || !s->is_last || !s->scratch) snprintf(err, errlen, "out of memory");
     if (!ok || pthread_create(&s->th, NULL, sched_main, s)) {
         if (ok) snprintf(err, errlen, "cannot start the scheduler thread");
         s->th = 0;
@@ -536,8 +549,10 @@ void sched_free(sched *s) {
     free(s->slots);
     free(s->items);
     free(s->who);
+    free(s->wait);
     free(s->is_last);
     free(s->scratch);
+    free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -62,6 +62,7 @@ typedef struct {
     int n_bias;
     int logprobs, top_logprobs;
     int json_object, enable_thinking, cache_prompt, id_slot, add_generation_prompt;
+    int ignore_eos;        /* llama-server's: end-of-generation tokens are banned */
 } srv_req;
 
 void srv_req_free(srv_req *r);

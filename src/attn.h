@@ -26,5 +26,7 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v);
  * batch: tokens of the evaluation this query belongs to (selects ggml's kernel for f16 caches).
  * scratch holds max(n_keys, 2 * head_dim) floats. */
 void kv_attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch);
+/* The same with the portable code only: what kv_attend_head's SIMD path must equal bit for bit. */
+void kv_attend_head_ref(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch);
 
 #endif

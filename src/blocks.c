@@ -1,5 +1,6 @@
 #include "blocks.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,14 +147,28 @@ void ffn_block(exec *e, const layer *L, int nb) {
     for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
 }
 
+/* Rows that want logits go through the output matrix together, EXEC_LOGIT_ROWS at a time: a pass
+ * carrying the next token of several sessions reads that (vocabulary-sized) matrix once, not once
+ * per row. Outputs n_vocab apart (all logits of one item) are written in place. */
 void output_logits(exec *e, int nb, float *const *out) {
     const model *m = e->m;
     int E = m->hp.n_embd;
+    size_t V = (size_t)m->output.n_out;
+    int sel[EXEC_LOGIT_ROWS], g = 0;
     for (int t = 0; t < nb; t++) {
-        if (!out[t]) continue;
-        rmsnorm(e->xn, e->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
+        if (out[t]) {
+            rmsnorm(e->xn + (size_t)g * E, e->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
+            sel[g++] = t;
+        }
+        if (!g || (g < EXEC_LOGIT_ROWS && t < nb - 1)) continue;
+        int adjacent = 1;
+        for (int k = 1; k < g; k++) /* in integers: out[sel[0]] + k * V may lie past its buffer */
+            adjacent &= (uintptr_t)out[sel[k]] == (uintptr_t)out[sel[0]] + k * V * sizeof(float);
+        float *y = adjacent ? out[sel[0]] : e->logits;
         const weight *o[] = {&m->output};
-        project(e, 1, o, &out[t], e->xn, 1);
+        project(e, 1, o, &y, e->xn, g);
+        for (int k = 0; k < g && !adjacent; k++) memcpy(out[sel[k]], e->logits + k * V, V * sizeof(float));
+        g = 0;
     }
 }
 

@@ -38,6 +38,7 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size
     size_t gdn = hp->n_recurrent ? nb * (2 + d + 2 * nb) : 0;
     e->scores_per_thread = (max3((size_t)n_ctx, max3(2 * (size_t)hp->head_dim, inner, gdn), 0) + 15) & ~(size_t)15;
     e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
+    e->logits = carve(base, cur, (size_t)EXEC_LOGIT_ROWS * hp->n_vocab);
     e->mm.widest = (int64_t)widest_in;
     e->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, EXEC_ROWS);
     e->mm.act = (uint8_t *)carve(base, cur, e->mm.act_bytes / sizeof(float) + 1);

@@ -11,6 +11,7 @@
 
 #define EXEC_ROWS 64     /* rows (tokens) per forward pass: each weight is read once per pass */
 #define EXEC_UBATCH 512  /* llama.cpp's default micro-batch: it decides the attention kernel */
+#define EXEC_LOGIT_ROWS 8 /* rows that share one read of the output matrix (a pass of 8 slots' tokens) */
 
 /* One row of a pass: a token of session s at position pos. */
 typedef struct {
@@ -30,6 +31,7 @@ struct exec {
     float *xr;            /* [rows][widest input]: rotated inputs of folded weights */
     float *ab;            /* [2][rows][ssm_n_v]: GDN alpha and beta projections */
     float *scores;        /* per thread: scores_per_thread floats */
+    float *logits;        /* [EXEC_LOGIT_ROWS][n_vocab]: logits of rows whose outputs are not adjacent */
     size_t scores_per_thread;
     int max_ctx;          /* longest context the scores scratch serves */
     mm_ctx mm;            /* thread pool, kernels and matmul scratch */

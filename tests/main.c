@@ -14,6 +14,7 @@
     X(gguf)       \
     X(types)      \
     X(kernels)    \
+    X(attn)       \
     X(tokenizer)  \
     X(bpe)        \
     X(sampler)    \

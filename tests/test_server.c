@@ -342,7 +342,15 @@ static void test_stop_and_bias(void) {
              (long long)json_integer_value(tk));
     json_t *c = post(sv, "/completion", body, 200);
     CHECK(json_integer_value(json_array_get(json_object_get(c, "tokens"), 0)) != json_integer_value(tk));
-    json_decref(a), json_decref(b), json_decref(c);
+    /* EOS pushed to certainty ends at once; ignore_eos bans it even so and runs to the limit */
+    const char *eos = "{\"prompt\":\"The end\",\"n_predict\":5,\"logit_bias\":[[2,100]]%s}";
+    snprintf(body, sizeof body, eos, "");
+    json_t *d = post(sv, "/completion", body, 200);
+    CHECK(!strcmp(jpath_str(d, "stop_type", NULL), "eos") && json_array_size(json_object_get(d, "tokens")) == 0);
+    snprintf(body, sizeof body, eos, ",\"ignore_eos\":true");
+    json_t *f = post(sv, "/completion", body, 200);
+    CHECK(!strcmp(jpath_str(f, "stop_type", NULL), "limit") && json_array_size(json_object_get(f, "tokens")) == 5);
+    json_decref(a), json_decref(b), json_decref(c), json_decref(d), json_decref(f);
     close_server(sv);
 }
 
