@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "calib.h"
 #include "cli.h"
+#include "imatrix.h"
 #include "quantize.h"
 #include "types.h"
 
@@ -27,12 +29,25 @@ static const char *usage =
     "                               prism.hadamard contract (tied models get an output.weight copy)\n"
     "  --rotate-block N             transform block (default: largest power of two <= 1024 that\n"
     "                               divides every folded width)\n"
-    "  --seed S                     seed of the rotation signs (default 0)\n";
+    "  --seed S                     seed of the rotation signs (default 0)\n"
+    "  --calib TEXT                 run IN over TEXT first and fit ternary groups to its activations\n"
+    "                               (importance-weighted scales; with --gptq, GPTQ on the Hessians)\n"
+    "  --calib-ctx N                tokens per calibration chunk (default 512)\n"
+    "  --calib-chunks N             at most N chunks (default: all of TEXT)\n"
+    "  --imatrix FILE               statistics from a file instead of --calib (llama.cpp's GGUF imatrix\n"
+    "                               layout; --gptq needs one written by --hessian-out)\n"
+    "  --imatrix-out FILE           save --calib's importance matrix (llama.cpp's GGUF imatrix layout)\n"
+    "  --hessian-out FILE           the same plus each input's Hessian (trit only; for --imatrix --gptq)\n"
+    "  --gptq                       GPTQ on the Hessians: each column's error pushed onto later columns\n"
+    "  --damp X                     GPTQ damping as a fraction of mean(diag H) (default 0.01)\n"
+    "  --act-order                  GPTQ columns by decreasing activation energy (static groups)\n";
 
 #define MAX_RULES 64
 
 typedef struct {
     quant_params p;
+    calib_params cp;
+    const char *calib, *imatrix, *imatrix_out, *hessian_out;
     quant_rule rules[MAX_RULES];
     const char *pos[4];
     int n_pos;
@@ -70,12 +85,21 @@ static int parse_flag(quant_args *a, int argc, char **argv, int *i) {
     const char *f = argv[*i], *v;
     if (!strcmp(f, "--rotate")) return a->p.rotate = 1, 0;
     if (!strcmp(f, "--plain")) return a->p.plain = 1, 0;
+    if (!strcmp(f, "--gptq")) return a->p.gptq = 1, 0;
+    if (!strcmp(f, "--act-order")) return a->p.act_order = 1, 0;
     if (!(v = arg_value("quantize", argc, argv, i))) return -1;
     if (!strcmp(f, "--tensor-type")) return add_rule(a, v);
     if (!strcmp(f, "--token-embedding-type")) return parse_type(f, v, &a->p.embd_type);
     if (!strcmp(f, "--output-tensor-type")) return parse_type(f, v, &a->p.output_type);
     if (!strcmp(f, "--rotate-block")) return arg_int("quantize", f, v, 1, 1 << 16, &a->p.rotate_block);
     if (!strcmp(f, "--seed")) return arg_u64("quantize", f, v, &a->p.seed);
+    if (!strcmp(f, "--calib")) return a->calib = v, 0;
+    if (!strcmp(f, "--imatrix")) return a->imatrix = v, 0;
+    if (!strcmp(f, "--imatrix-out")) return a->imatrix_out = v, 0;
+    if (!strcmp(f, "--hessian-out")) return a->hessian_out = v, 0;
+    if (!strcmp(f, "--calib-ctx")) return arg_int("quantize", f, v, 2, 1 << 20, &a->cp.n_ctx);
+    if (!strcmp(f, "--calib-chunks")) return arg_int("quantize", f, v, 1, 1 << 30, &a->cp.n_chunks);
+    if (!strcmp(f, "--damp")) return arg_float("quantize", f, v, 0, 10, &a->p.damp);
     fprintf(stderr, "trit quantize: unknown option '%s' (see trit quantize --help)\n", f);
     return -1;
 }
@@ -98,6 +122,12 @@ static int parse(int argc, char **argv, quant_args *a) {
     if (a->p.rotate_block && !a->p.rotate) return fprintf(stderr, "trit quantize: --rotate-block needs --rotate\n"), -1;
     if (a->p.seed && !a->p.rotate) return fprintf(stderr, "trit quantize: --seed needs --rotate\n"), -1;
     if (!strcmp(a->pos[0], a->pos[1])) return fprintf(stderr, "trit quantize: IN and OUT are the same file\n"), -1;
+    if (a->calib && a->imatrix) return fprintf(stderr, "trit quantize: --calib and --imatrix exclude each other\n"), -1;
+    if ((a->imatrix_out || a->hessian_out) && !a->calib)
+        return fprintf(stderr, "trit quantize: --imatrix-out and --hessian-out need --calib\n"), -1;
+    if (a->p.gptq && !a->calib && !a->imatrix) return fprintf(stderr, "trit quantize: --gptq needs --calib or --imatrix\n"), -1;
+    if (a->p.act_order && !a->p.gptq) return fprintf(stderr, "trit quantize: --act-order needs --gptq\n"), -1;
+    if (a->p.plain && (a->calib || a->imatrix)) return fprintf(stderr, "trit quantize: --plain ignores calibration; drop one\n"), -1;
     return 0;
 }
 
@@ -117,10 +147,30 @@ static void totals(const quant_summary *s, double secs) {
     fprintf(stderr, "quantize: total time %.2f s\n", secs);
 }
 
+/* --calib or --imatrix into *d (and --imatrix-out); 0 when neither was given. */
+static int load_calib(quant_args *a, calib_data *d, trit_err *e) {
+    if (a->imatrix) {
+        if (imatrix_load(d, a->imatrix, e)) return -1;
+        for (int i = 0; a->p.gptq && i < d->n_acc; i++)
+            if (!d->acc[i].hess) return fail(e, "%s: --gptq needs Hessians (write the file with --hessian-out)", a->imatrix);
+        return 0;
+    }
+    a->cp.hessian = a->p.gptq || a->hessian_out;
+    a->cp.log = stderr;
+    a->cp.n_threads = a->p.n_threads;
+    if (calib_run(a->pos[0], a->calib, &a->cp, d, e)) return -1;
+    fprintf(stderr, "calib: %lld chunks of %lld tokens, %d weights\n", (long long)d->n_chunks, (long long)d->chunk_size,
+            d->n_w);
+    if (a->imatrix_out && imatrix_save(d, a->imatrix_out, 0, e)) return -1;
+    return a->hessian_out ? imatrix_save(d, a->hessian_out, 1, e) : 0;
+}
+
 int cmd_quantize(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
-    quant_args a = {.p = {.embd_type = -1, .output_type = -1, .log = stderr, .tty = isatty(2)}};
+    quant_args a = {.p = {.embd_type = -1, .output_type = -1, .damp = 0.01f, .log = stderr, .tty = isatty(2)},
+                    .cp = {.n_ctx = 512}};
+    calib_data cd = {0};
     a.p.rules = a.rules;
     int rc = 1;
     if (!parse(argc, argv, &a)) {
@@ -128,7 +178,10 @@ int cmd_quantize(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
         quant_summary sum;
         trit_err e;
-        if (quant_file(a.pos[0], a.pos[1], &a.p, &sum, &e)) {
+        if ((a.calib || a.imatrix) && !load_calib(&a, &cd, &e)) a.p.calib = &cd;
+        if ((a.calib || a.imatrix) && !a.p.calib) {
+            fprintf(stderr, "trit quantize: %s\n", e.msg);
+        } else if (quant_file(a.pos[0], a.pos[1], &a.p, &sum, &e)) {
             fprintf(stderr, "trit quantize: %s\n", e.msg);
         } else {
             clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -137,6 +190,7 @@ int cmd_quantize(int argc, char **argv) {
             rc = 0;
         }
     }
+    calib_free(&cd);
     for (int i = 0; i < a.p.n_rules; i++) free((char *)a.rules[i].pattern);
     return rc;
 }

@@ -82,11 +82,13 @@ void project(exec *e, int nw, const weight *const *ws, float *const *ys, const f
         if (ws[i]->rot.block) folded[nf] = ws[i], folded_y[nf++] = ys[i];
         else plain[np] = ws[i], plain_y[np++] = ys[i];
     }
+    if (e->observe && np) e->observe(e->observe_ctx, np, plain, x, nb);
     if (np) matmul_multi(&e->mm, np, plain, plain_y, x, nb);
     if (!nf) return;
     int64_t n = folded[0]->n_in;
     memcpy(e->xr, x, (size_t)nb * n * sizeof(float));
     for (int t = 0; t < nb; t++) rot_forward(&folded[0]->rot, e->xr + (size_t)t * n);
+    if (e->observe) e->observe(e->observe_ctx, nf, folded, e->xr, nb);
     matmul_multi(&e->mm, nf, folded, folded_y, e->xr, nb);
 }
 

@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calib.h"
 #include "gguf.h"
+#include "gptq.h"
 #include "rotation.h"
 #include "ternarize.h"
 #include "tsource.h"
@@ -34,6 +36,8 @@ typedef struct {
     uint64_t src_bytes, dst_bytes;
     tern_stats st;
     int64_t transcode_misses; /* PQ2_0 rows holding +2d, ternarized instead */
+    float *imp;         /* calibrated: input importance in the folded basis, or NULL */
+    gptq_plan gp;       /* gp.u: GPTQ */
     qjob *job;
     size_t index;
 } qtensor;
@@ -326,8 +330,46 @@ typedef struct {
     int failed;
 } rows_job;
 
-/* One row: decode, reorder, fold, quantize; x, q and y hold ne0 floats each. */
-static void convert_row(rows_job *rj, const uint8_t *src, uint8_t *out, float *x, float *q, float *y) {
+/* The reorder and rotation a row goes through before quantizing (y: scratch of ne0 floats). */
+static void fold_row(const qtensor *t, float *x, float *y) {
+    if (t->grouped) {
+        to_grouped(t->job, x, y);
+        memcpy(x, y, (size_t)t->src->ne[0] * sizeof *x);
+    }
+    if (t->rot.block) rot_forward(&t->rot, x);
+}
+
+typedef struct {
+    const qtensor *t;
+    float *y;
+} fold_ctx;
+
+static void fold_cb(void *ctx, float *row) { fold_row(((fold_ctx *)ctx)->t, row, ((fold_ctx *)ctx)->y); }
+
+/* Calibrated tensors: importance, and the GPTQ factor when asked and a Hessian is there. */
+static int calib_prepare(qtensor *t, trit_err *err) {
+    const quant_params *p = t->job->p;
+    int64_t n = t->src->ne[0];
+    float *h = NULL, *y = malloc((size_t)n * sizeof *y);
+    if (!y) return fail(err, "out of memory");
+    fold_ctx fc = {t, y};
+    int folds = t->rot.block || t->grouped;
+    int r = calib_tensor(p->calib, t->name, n, folds ? fold_cb : NULL, &fc, &t->imp, p->gptq ? &h : NULL, err);
+    free(y);
+    if (r < 0) return -1;
+    if (h && gptq_plan_init(&t->gp, h, n, p->damp, p->act_order, err)) r = -1;
+    free(h);
+    return r < 0 ? -1 : 0;
+}
+
+static void calib_release(qtensor *t) {
+    free(t->imp);
+    t->imp = NULL;
+    gptq_plan_free(&t->gp);
+}
+
+/* One row: decode, reorder, fold, quantize; x, q and y hold ne0 floats each, work 2 * ne0. */
+static void convert_row(rows_job *rj, const uint8_t *src, uint8_t *out, float *x, float *q, float *y, float *work) {
     qtensor *t = rj->t;
     const qjob *j = t->job;
     int64_t ne0 = t->src->ne[0];
@@ -340,13 +382,10 @@ static void convert_row(rows_job *rj, const uint8_t *src, uint8_t *out, float *x
         }
         rj->misses++;
     }
-    if (t->grouped) {
-        to_grouped(j, x, y);
-        memcpy(x, y, (size_t)ne0 * sizeof *x);
-    }
-    if (t->rot.block) rot_forward(&t->rot, x);
+    fold_row(t, x, y);
     if (t->method != QM_REFERENCE && !j->p->plain) {
-        ternarize(x, NULL, q, ne0, (int)dt->blck, &rj->st);
+        if (t->gp.u) gptq_row(&t->gp, x, q, (int)dt->blck, work, &rj->st);
+        else ternarize(x, t->imp, q, ne0, (int)dt->blck, &rj->st);
         dt->quantize(q, out, ne0);
         return;
     }
@@ -360,13 +399,14 @@ static void *rows_run(void *arg) {
     qtensor *t = rj->t;
     int64_t ne0 = t->src->ne[0];
     uint64_t srb = type_row_bytes(t->src->type, ne0), drb = type_row_bytes(t->type, ne0);
-    float *buf = malloc((size_t)ne0 * 3 * sizeof *buf);
+    float *buf = malloc((size_t)ne0 * 5 * sizeof *buf);
     if (!buf) {
         rj->failed = 1;
         return NULL;
     }
     for (int64_t i = 0; i < rj->n; i++)
-        convert_row(rj, rj->src + (uint64_t)i * srb, rj->dst + (uint64_t)i * drb, buf, buf + ne0, buf + 2 * ne0);
+        convert_row(rj, rj->src + (uint64_t)i * srb, rj->dst + (uint64_t)i * drb, buf, buf + ne0, buf + 2 * ne0,
+                    buf + 3 * ne0);
     free(buf);
     return NULL;
 }
@@ -428,6 +468,8 @@ static const char *method_note(const qtensor *t) {
     if (t->method == QM_COPY) return "copied";
     if (t->method == QM_TRANSCODE) return t->transcode_misses ? "transcoded; rows with +2d ternarized" : "lossless repack";
     if (t->method == QM_TERNARY && t->st.err == 0 && t->st.energy > 0) return "exact: already ternary";
+    if (t->gp.u) return "gptq";
+    if (t->imp) return "importance-weighted";
     return "";
 }
 
@@ -473,6 +515,7 @@ static int produce(void *ctx, int64_t row0, int64_t n, void *dst, trit_err *err)
     qtensor *t = ctx;
     qjob *j = t->job;
     uint64_t srb = type_row_bytes(t->src->type, t->src->ne[0]);
+    if (row0 == 0 && t->method == QM_TERNARY && !j->p->plain && j->p->calib && calib_prepare(t, err)) return -1;
     const uint8_t *src = t->src->data ? (const uint8_t *)t->src->data + (uint64_t)row0 * srb : NULL;
     uint8_t *buf = NULL;
     if (!src && t->method == QM_COPY) {
@@ -494,6 +537,7 @@ static int produce(void *ctx, int64_t row0, int64_t n, void *dst, trit_err *err)
     }
     account(t);
     if (j->p->log) report_tensor(t);
+    calib_release(t);
     if (j->p->log && j->p->tty && t->index + 1 < j->n) progress(t, 1.0); /* the overall bar stays visible */
     return 0;
 }
@@ -547,6 +591,7 @@ int quant_file(const char *in, const char *out, const quant_params *p, quant_sum
     sum->legacy_q2_0 = j.f->legacy_q2_0;
     int rc = -1;
     if (!plan_tensors(&j, err) && (!p->rotate || !plan_rotation(&j, err))) rc = write_file(&j, out, err);
+    for (size_t i = 0; i < j.n; i++) calib_release(&j.t[i]); /* a failed write leaves some prepared */
     free(j.t);
     free(j.signs);
     free(j.isigns);

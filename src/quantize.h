@@ -5,7 +5,9 @@
  * requested type (overrides first, then --token-embedding-type/--output-tensor-type, then the
  * file type), falling back to Q8_0 or F16 when their rows do not fit the type's group. Copies and
  * PQ2_0 <-> PTQ1_0 are byte-exact; other ternary targets use the error-minimising ternarizer
- * (ternarize.h) and the type's reference packing. Metadata is copied in order with
+ * (ternarize.h) and the type's reference packing. With calibration statistics a ternary tensor's
+ * groups are fitted weighted by its input importance, or by GPTQ (gptq.h) when asked and the
+ * statistics hold Hessians; both in the basis the tensor is folded into. Metadata is copied in order with
  * general.file_type set in place; a rotation contract is kept, and --rotate writes one. */
 #ifndef TRIT_QUANTIZE_H
 #define TRIT_QUANTIZE_H
@@ -31,6 +33,10 @@ typedef struct {
     int rotate_block;        /* 0 = the largest power of two (<= 1024) dividing every folded width */
     uint64_t seed;           /* rotation signs */
     int n_threads;           /* 0 = online CPUs */
+    const struct calib_data *calib; /* ternary types: activation statistics (calib.h), or NULL */
+    int gptq;                /* with calib Hessians: GPTQ instead of importance-weighted fitting */
+    float damp;              /* GPTQ damping, a fraction of mean(diag H) */
+    int act_order;           /* GPTQ columns by decreasing diag H */
     FILE *log;               /* per-tensor lines and notes; NULL = quiet */
     int tty;                 /* log is a terminal: progress bars instead of one line per tensor */
 } quant_params;

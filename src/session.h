@@ -35,6 +35,10 @@ struct exec {
     size_t scores_per_thread;
     int max_ctx;          /* longest context the scores scratch serves */
     mm_ctx mm;            /* thread pool, kernels and matmul scratch */
+    /* Calibration (calib.c): sees the input rows of each projection's weights (the rotated rows
+     * for folded weights), weights sharing them together; NULL costs a branch per projection. */
+    void (*observe)(void *ctx, int nw, const weight *const *ws, const float *x, int nb);
+    void *observe_ctx;
 };
 
 struct session {

@@ -23,6 +23,7 @@
     X(synth)      \
     X(chat)       \
     X(quant)      \
+    X(calib)      \
     X(hf)         \
     X(server)     \
     X(cli)
