@@ -658,11 +658,12 @@ char *route_chunk_json(server *sv, srv_task *t, int i) {
 
 void route_await(server *sv, route_reply *r, int (*alive)(void *), void *ctx) {
     srv_task *t = r->task;
-    while (!task_wait(t, INT_MAX, 100)) {
+    for (;;) { /* a client already gone is noticed before the first wait */
         if (alive && !alive(ctx)) {
             atomic_store(&t->cancelled, 1);
             break;
         }
+        if (task_wait(t, INT_MAX, 100)) break;
     }
     pthread_mutex_lock(&t->mu);
     int done = t->done;

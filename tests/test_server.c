@@ -522,7 +522,7 @@ static void test_cancel(void) {
     server *sv = open_with(NULL);
     REQUIRE(sv);
     route_reply r;
-    const char *body = "{\"prompt\":\"Once\",\"n_predict\":-1,\"stream\":false}";
+    const char *body = "{\"prompt\":\"Once\",\"n_predict\":-1,\"stream\":false,\"ignore_eos\":true}";
     route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r);
     REQUIRE(r.task);
     route_await(sv, &r, gone, NULL);
