@@ -150,7 +150,7 @@ static void drop_last_message(chat *ch) {
 /* The prompt's tokens in a malloc'd array (*n of them), or NULL with a message. */
 static int32_t *render_tokens(chat *ch, int *n, int *opens_think) {
     char err[512];
-    char *prompt = trit_chat_render(ch->tmpl, ch->msgs, ch->n_msgs, 1, ch->o->reasoning, err, sizeof err);
+    char *prompt = trit_model_chat_render(ch->m, ch->tmpl, ch->msgs, ch->n_msgs, 1, ch->o->reasoning, err, sizeof err);
     if (!prompt) {
         fprintf(stderr, "trit chat: %s\n", err);
         return NULL;

@@ -142,6 +142,11 @@ const char *trit_model_chat_template(const trit_model *m);
 char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs,
                        int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
 
+/* trit_chat_render with the model's template when tmpl is NULL (chatml when it has none) and the
+ * template variables bos_token / eos_token set to the model's special tokens' text. */
+char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_chat_message *msgs, int n_msgs,
+                             int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+
 /* Whether rendered prompt text ends inside an open <think> block (the model's reply then starts
  * with reasoning). */
 int trit_chat_opens_think(const char *prompt);

@@ -50,8 +50,8 @@ char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_gene
         return NULL;
     }
     for (int i = 0; i < n; i++) tm[i].role = msgs[i].role, tm[i].content = msgs[i].content;
-    char *out = trit_chat_render(m ? trit_model_chat_template(m) : NULL, tm, n, add_generation_prompt, enable_thinking,
-                                 err, errlen);
+    char *out = m ? trit_model_chat_render(m, NULL, tm, n, add_generation_prompt, enable_thinking, err, errlen)
+                  : trit_chat_render(NULL, tm, n, add_generation_prompt, enable_thinking, err, errlen);
     free(tm);
     return out;
 }

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,7 +145,8 @@ char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generatio
 }
 
 /* ---- trit_chat_render ---- */
-static json_t *make_context(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking) {
+static json_t *make_context(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking,
+                            const char *bos, const char *eos) {
     json_t *ctx = json_object(), *arr = json_array();
     if (!ctx || !arr || json_object_set_new(ctx, "messages", arr)) {
         json_decref(ctx);
@@ -159,6 +161,8 @@ static json_t *make_context(const trit_chat_message *msgs, int n, int add_genera
     }
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
     json_object_set_new(ctx, "enable_thinking", json_boolean(enable_thinking));
+    if (bos) json_object_set_new(ctx, "bos_token", json_string(bos));
+    if (eos) json_object_set_new(ctx, "eos_token", json_string(eos));
     return ctx;
 }
 
@@ -177,8 +181,9 @@ static char *render_chatml(const trit_chat_message *msgs, int n, int gen, int th
     return out;
 }
 
-char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs, int add_generation_prompt,
-                       int enable_thinking, char *err, size_t errlen) {
+/* Renders with bos_token / eos_token defined when they are given (NULL: left undefined). */
+static char *render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
+                    int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
     err[0] = 0;
@@ -188,7 +193,7 @@ char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_ms
         snprintf(err, errlen, "unknown chat template '%.60s' (built-in: chatml)", tmpl);
         return NULL;
     }
-    json_t *ctx = make_context(msgs, n_msgs, add_generation_prompt, enable_thinking);
+    json_t *ctx = make_context(msgs, n_msgs, add_generation_prompt, enable_thinking, bos, eos);
     if (!ctx) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -205,6 +210,32 @@ char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_ms
     }
     snprintf(err, errlen, "%s", e.msg);
     return NULL;
+}
+
+char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs, int add_generation_prompt,
+                       int enable_thinking, char *err, size_t errlen) {
+    return render(tmpl, NULL, NULL, msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
+}
+
+/* A special token's text (bos/eos), malloc'd; NULL when the vocabulary has none. */
+static char *token_text(const trit_model *m, int32_t tok) {
+    int n = tok < 0 ? INT_MIN : trit_token_to_piece(m, tok, NULL, 0, 1);
+    if (n == INT_MIN) return NULL;
+    if (n < 0) n = -n;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    int w = trit_token_to_piece(m, tok, s, n, 1);
+    s[w >= 0 && w <= n ? w : 0] = 0;
+    return s;
+}
+
+char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_chat_message *msgs, int n_msgs,
+                             int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
+    char *bos = token_text(m, trit_token_bos(m)), *eos = token_text(m, trit_token_eos(m));
+    char *out = render(tmpl ? tmpl : trit_model_chat_template(m), bos ? bos : "", eos ? eos : "", msgs, n_msgs,
+                       add_generation_prompt, enable_thinking, err, errlen);
+    free(bos), free(eos);
+    return out;
 }
 
 int trit_chat_opens_think(const char *prompt) {

@@ -123,6 +123,19 @@ static void test_model_template(void) {
     trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), NULL, err, sizeof err);
     REQUIREF(m, "%s", err);
     CHECK(trit_model_chat_template(m) == NULL);
+    /* a model's render defines bos_token / eos_token as its special tokens' text; without a model
+     * they stay undefined (empty); with no template of its own the model gets chatml */
+    trit_chat_message msg = {"user", "hi", NULL};
+    const char *t = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
+    char *got = trit_model_chat_render(m, t, &msg, 1, 0, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<s>hi</s>"), "got [%s] (%s)", got ? got : "", err);
+    free(got);
+    got = trit_chat_render(t, &msg, 1, 0, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "hi"), "got [%s] (%s)", got ? got : "", err);
+    free(got);
+    got = trit_model_chat_render(m, NULL, &msg, 1, 1, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "got [%s]", got ? got : "");
+    free(got);
     trit_model_free(m);
 }
 
