@@ -14,6 +14,7 @@
 #include "args.h"
 #include "cli.h"
 #include "gen.h"
+#include "util.h"
 #include "trit.h"
 
 static const char *usage =
@@ -38,12 +39,6 @@ typedef struct {
 } chat_opts;
 
 typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} text_buf;
-
-typedef struct {
     const chat_opts *o;
     trit_model *m;
     trit_session *s;
@@ -54,7 +49,7 @@ typedef struct {
     int32_t *cached; /* the tokens in the KV cache, in order */
     int n_cached;
     float *logits;
-    text_buf part[2]; /* the reply being generated: content, reasoning */
+    strbuf part[2]; /* the reply being generated: content, reasoning */
     int color, in_reasoning, fallback_noted;
 } chat;
 
@@ -101,28 +96,6 @@ static int parse(int argc, char **argv, chat_opts *o) {
     return gen_check(c, &o->g);
 }
 
-static void put_text(text_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->cap - b->n < n + 1) {
-        size_t cap = 2 * b->cap + n + 64;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static char *copy_text(const char *s) {
-    text_buf b = {0};
-    put_text(&b, s, strlen(s));
-    return b.oom ? NULL : b.p;
-}
-
 /* Appends a message (copying its text); reasoning may be NULL. */
 static int add_message(chat *ch, const char *role, const char *content, const char *reasoning) {
     if (ch->n_msgs == ch->cap_msgs) {
@@ -131,7 +104,7 @@ static int add_message(chat *ch, const char *role, const char *content, const ch
         if (!nm) return -1;
         ch->msgs = nm, ch->cap_msgs = cap;
     }
-    char *c = copy_text(content), *r = reasoning ? copy_text(reasoning) : NULL;
+    char *c = strdup(content), *r = reasoning ? strdup(reasoning) : NULL;
     if (!c || (reasoning && !r)) {
         free(c);
         free(r);
@@ -221,7 +194,7 @@ static int eval_prompt(chat *ch, const int32_t *toks, int n) {
  * --reasoning off), content plain. */
 static void show(void *user, int reasoning, const char *text, size_t len) {
     chat *ch = user;
-    put_text(&ch->part[reasoning != 0], text, len);
+    sb_add(&ch->part[reasoning != 0], text, len);
     if (reasoning && !ch->o->reasoning) return;
     if (ch->color && reasoning != ch->in_reasoning) fputs(reasoning ? DIM : RESET, stdout);
     ch->in_reasoning = reasoning;
@@ -279,14 +252,14 @@ static int turn(chat *ch, const char *line) {
     }
     double t1 = now_s();
     ch->in_reasoning = 0;
-    for (int k = 0; k < 2; k++) ch->part[k].n = 0, put_text(&ch->part[k], "", 0);
+    for (int k = 0; k < 2; k++) ch->part[k].len = 0, sb_add(&ch->part[k], "", 0);
     int n_gen = reply(ch, opens_think);
     if (ch->color && ch->in_reasoning) fputs(RESET, stdout);
     fputs(interrupted ? " [stopped]\n" : "\n", stdout);
     fflush(stdout);
     interrupted = 0;
     int oom = ch->part[0].oom || ch->part[1].oom;
-    if (n_gen < 0 || oom || add_message(ch, "assistant", ch->part[0].p, ch->part[1].n ? ch->part[1].p : NULL))
+    if (n_gen < 0 || oom || add_message(ch, "assistant", ch->part[0].s, ch->part[1].len ? ch->part[1].s : NULL))
         return fprintf(stderr, "trit chat: generation failed\n"), -1;
     double t2 = now_s();
     fprintf(stderr, "[ Prompt: %.1f t/s | Generation: %.1f t/s ] (%d prompt, %d generated tokens)\n",
@@ -369,8 +342,8 @@ int cmd_chat(int argc, char **argv) {
     }
     while (ch.n_msgs) drop_last_message(&ch);
     free(ch.msgs);
-    free(ch.part[0].p);
-    free(ch.part[1].p);
+    sb_free(&ch.part[0]);
+    sb_free(&ch.part[1]);
     free(ch.cached);
     free(ch.logits);
     gen_close(ch.m, ch.s, ch.smp);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "trit.h"
+#include "util.h"
 
 /* ---- configuration (cli/serve.c fills it from flags and LLAMA_ARG_* variables) ---- */
 typedef struct {
@@ -76,13 +77,6 @@ void srv_req_free(srv_req *r);
 char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
                   char *err, size_t errlen);
 
-/* Growable NUL-terminated byte string. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-} strbuf;
-int sb_add(strbuf *b, const char *s, size_t n);
-void sb_free(strbuf *b);
 
 /* Generated text filter: holds back partial stop strings, think tags and split UTF-8, removes the
  * stop string, and routes text inside <think>...</think> to the reasoning channel. */

@@ -5,25 +5,6 @@
 
 #include "server.h"
 
-int sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) return -1;
-        b->s = ns, b->cap = cap;
-    }
-    if (n) memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-    return 0;
-}
-
-void sb_free(strbuf *b) {
-    free(b->s);
-    memset(b, 0, sizeof *b);
-}
-
 static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 /* ChatML with a trailing assistant message left open: the reply continues it (llama-server's

@@ -11,30 +11,7 @@
 #include "util.h"
 
 /* ---- the built-in ChatML renderer ---- */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf;
-
-static void put(buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->cap - b->n < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 typedef struct {
     const char *p;
@@ -87,7 +64,7 @@ static int is_tool_response(const char *c) {
     return n >= 16 && !strncmp(c, "<tool_response>", 15) && !strcmp(c + n - 16, "</tool_response>");
 }
 
-static void put_turn(buf *b, const char *role, const char *content) {
+static void put_turn(strbuf *b, const char *role, const char *content) {
     puts_(b, "<|im_start|>");
     puts_(b, role);
     puts_(b, "\n");
@@ -95,7 +72,7 @@ static void put_turn(buf *b, const char *role, const char *content) {
     puts_(b, "<|im_end|>\n");
 }
 
-static void put_assistant(buf *b, const trit_chat_message *m, int show_reasoning, int is_last) {
+static void put_assistant(strbuf *b, const trit_chat_message *m, int show_reasoning, int is_last) {
     span content, reasoning;
     split_assistant(m, &content, &reasoning);
     puts_(b, "<|im_start|>assistant\n");
@@ -103,15 +80,15 @@ static void put_assistant(buf *b, const trit_chat_message *m, int show_reasoning
         span r = strip_nl(reasoning, 1, 1);
         content = strip_nl(content, 1, 0);
         puts_(b, "<think>\n");
-        put(b, r.p, r.n);
+        sb_add(b, r.p, r.n);
         puts_(b, "\n</think>\n\n");
     }
-    put(b, content.p, content.n);
+    sb_add(b, content.p, content.n);
     puts_(b, "<|im_end|>\n");
 }
 
 char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking) {
-    buf b = {0};
+    strbuf b = {0};
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--)
         if (is_role(&msgs[i], "user") && !is_tool_response(msgs[i].content)) {
@@ -136,12 +113,12 @@ char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generatio
         puts_(&b, "<|im_start|>assistant\n");
         if (!enable_thinking) puts_(&b, "<think>\n\n</think>\n\n");
     }
-    put(&b, "", 0);
+    sb_add(&b, "", 0);
     if (b.oom) {
-        free(b.p);
+        free(b.s);
         return NULL;
     }
-    return b.p;
+    return b.s;
 }
 
 /* ---- trit_chat_render ---- */
