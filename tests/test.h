@@ -27,6 +27,10 @@ const char *shared_path(const char *rel);
 const char *trit_bin(void);
 /* Reads a whole file into a malloc'd buffer (NULL and a recorded failure if unreadable). */
 void *read_file(const char *path, size_t *size);
+/* Whether two files hold the same bytes (both readable). */
+int same_bytes(const char *a, const char *b);
+/* Newlines in s (NULL: 0): a one-line error is "...\n", count 1. */
+int count_lines(const char *s);
 /* Runs a shell command, captures stdout (malloc'd, NUL-terminated) and returns the exit status. */
 int run_cmd(const char *cmd, char **out);
 

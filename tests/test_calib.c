@@ -33,15 +33,6 @@ static double gauss(uint64_t *s) {
     return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
-static int same_bytes(const char *a, const char *b) {
-    size_t na, nb;
-    char *x = read_file(a, &na), *y = read_file(b, &nb);
-    int same = x && y && na == nb && !memcmp(x, y, na);
-    free(x);
-    free(y);
-    return same;
-}
-
 static int write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -311,12 +302,6 @@ static void test_imatrix_roundtrip(void) {
     calib_free(&d);
     calib_free(&back);
     unlink(p1), unlink(p2);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
 }
 
 /* Bad imatrix files and flag combinations: exit 1 with one line on stderr, no output file. */

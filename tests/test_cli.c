@@ -23,12 +23,6 @@ static int trit(const char *args, char **out, char **err) {
     return rc;
 }
 
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* Every bad invocation: exit status 1 and exactly one line on stderr. */
 static void test_bad_input(void) {
     const char *m = shared_path("data/models/stories260K.gguf");

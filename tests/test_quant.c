@@ -36,15 +36,6 @@ static int quant(const char *in, const char *out, const quant_params *p, quant_s
     return 0;
 }
 
-static int same_bytes(const char *a, const char *b) {
-    size_t na, nb;
-    char *x = read_file(a, &na), *y = read_file(b, &nb);
-    int same = x && y && na == nb && !memcmp(x, y, na);
-    free(x);
-    free(y);
-    return same;
-}
-
 /* PQ2_0 -> PTQ1_0 -> PQ2_0 reproduces the golden files byte for byte (keys, order, data). */
 static void test_pq_ptq_roundtrip(void) {
     const char *archs[] = {"qwen3", "qwen35"};
@@ -260,12 +251,6 @@ static void test_overrides_fallback(void) {
         gguf_close(f);
     }
     unlink(out);
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
 }
 
 /* Bad invocations: exit status 1 and one line on stderr. */

@@ -326,12 +326,6 @@ static void test_vocab_copy(void) {
     unlink(path);
 }
 
-static int count_lines(const char *s) {
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* Runs "trit synth ARGS"; returns the exit status and stderr. */
 static int synth_cli(const char *args, char **err) {
     char errfile[] = "/tmp/trit-synth-err-XXXXXX", cmd[2048];
