@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "quants.h"
+#include "repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -43,6 +44,15 @@ SCALAR_MATMUL(q2_0)
 SCALAR_MATMUL(pq2_0)
 SCALAR_MATMUL(ptq1_0)
 
+static void scalar_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+                          size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_rows; r++)
+            out[(size_t)t * out_stride + (size_t)r] =
+                repack_vec_dot(n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride, (int)(r % RP_ROWS),
+                               (const uint8_t *)act + (size_t)t * act_stride);
+}
+
 static void scalar_init(kernel_set *s) {
     static const struct { int type; kernel_matmul mm; } mms[] = {
         {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
@@ -53,6 +63,7 @@ static void scalar_init(kernel_set *s) {
     memset(s, 0, sizeof *s);
     s->name = "scalar";
     for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
+    s->matmul_packed = scalar_packed;
     for (int t = 0; t < TYPE_COUNT; t++) {
         const type_traits *tt = type_get((uint32_t)t);
         if (tt) s->quantize_act[t] = tt->quantize_act;

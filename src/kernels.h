@@ -24,6 +24,9 @@ typedef struct {
     const char *name;                        /* "scalar", "avx2", "avx512", "neon" */
     kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
+    /* Repacked ternary weights (repack.h) x Q8_K activations: w is the panel holding row 0,
+     * w_stride the bytes of one panel (RP_ROWS rows); rows past n_rows are not stored. */
+    kernel_matmul matmul_packed;
 } kernel_set;
 
 /* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU

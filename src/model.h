@@ -20,6 +20,7 @@ typedef struct {
     uint64_t row_bytes;
     const uint8_t *data;
     rotation rot;      /* rot.block > 0: folded, the input must be rotated first */
+    const uint8_t *packed; /* the same rows repacked (repack.h), or NULL: matmuls then use it */
 } weight;
 
 typedef enum { ROPE_NORM, ROPE_NEOX } rope_kind;

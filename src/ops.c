@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "quants.h"
+#include "repack.h"
 #include "types.h"
 
 /* Multiply-adds below which a matmul runs on the calling thread alone. */
@@ -22,8 +23,8 @@ typedef struct {
     int direct;       /* 1: kernels on quantized rows; 0: decoded rows against f32 */
 } mm_job;
 
-/* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel) for several. */
-static int64_t row_unit(int nb) { return nb > 1 ? 16 : 4; }
+/* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel, a repacked panel) otherwise. */
+static int64_t row_unit(const weight *w, int nb) { return nb > 1 || w->packed ? 16 : 4; }
 
 /* Thread ith's share of rows [0, n): contiguous, in multiples of unit so kernels keep their blocking. */
 static void share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1) {
@@ -39,17 +40,23 @@ static void mm_worker(void *arg, int ith, int nth) {
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
         int64_t r0, r1;
-        share(w->n_out, row_unit(j->nb), ith, nth, &r0, &r1);
+        share(w->n_out, row_unit(w, j->nb), ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
         if (j->direct) {
             /* With several tokens, rows go in blocks small enough to stay in cache while every
              * token passes over them: each weight is read from memory once per pass. */
-            const int64_t unit = row_unit(j->nb);
+            const int64_t unit = row_unit(w, j->nb);
             int64_t block = j->nb > 1 ? (MM_BLOCK_BYTES / (int64_t)w->row_bytes + unit - 1) / unit * unit : r1 - r0;
             for (int64_t rb = r0; rb < r1; rb += block) {
                 int64_t nr = r1 - rb < block ? r1 - rb : block;
-                j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act,
-                                         j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
+                if (w->packed) {
+                    const uint64_t pb = repack_panel_bytes(w->n_in);
+                    j->c->k->matmul_packed(w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act,
+                                           j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
+                } else {
+                    j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act,
+                                             j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
+                }
             }
             continue;
         }

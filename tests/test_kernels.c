@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "quants.h"
 #include "quants_impl.h"
+#include "repack.h"
 #include "test.h"
 #include "types.h"
 #include "util.h"
@@ -127,10 +128,71 @@ static double abs_terms(uint32_t t, const uint8_t *w, const uint8_t *a, int64_t 
     return s;
 }
 
-/* One matmul case against every other variant; pad adds bytes to the strides and moves the rows
- * off 8-byte alignment (blocks keep the 4-byte alignment the reference's struct access needs). */
+/* Outputs got (a variant, plain or repacked) against the scalar reference; 1 when they differ. */
+static int compare_out(const char *who, uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
+                       const uint8_t *a, size_t as, const float *ref, const float *got, size_t os, float *tmp, int wmode,
+                       int amode, int pad) {
+    const char *tn = type_name(t);
+    for (int64_t tk = 0; tk < toks; tk++)
+        for (int64_t r = 0; r < (int64_t)os; r++) {
+            float g = got[(size_t)tk * os + (size_t)r], e = ref[(size_t)tk * os + (size_t)r];
+            if (r >= rows) {
+                if (g == -12345.0f) continue;
+                test_failed(__FILE__, __LINE__, "%s %s wrote past n_rows", who, tn);
+                return 1;
+            }
+            if (!isfinite(e)) { /* f16 activations can overflow to inf: same inf, or NaN */
+                CHECKF(g == e || (isnan(g) && isnan(e)), "%s %s: %g vs ref %g", who, tn, g, e);
+                continue;
+            }
+            double s = abs_terms(t, w + (size_t)r * ws, a + (size_t)tk * as, n, tmp, tmp + n);
+            double diff = fabs((double)g - (double)e);
+            if (s > 0 && diff / s > worst_seen) worst_seen = diff / s;
+            if (!(diff <= BOUND * s)) {
+                test_failed(__FILE__, __LINE__, "%s %s n=%lld rows=%lld toks=%lld w%d a%d pad%d [t%lld r%lld]: %.9g vs ref %.9g (sum|terms| %.3g)",
+                            who, tn, (long long)n, (long long)rows, (long long)toks, wmode, amode, pad, (long long)tk,
+                            (long long)r, g, e, s);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* The same case through the repacked layout (repack.h) in every variant, scalar included: PQ2_0
+ * and PTQ1_0 repacked in the scalar set equal their reference bit for bit. */
+static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
+                         const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode, int pad) {
+    uint64_t pb = repack_bytes(t, n, rows);
+    uint8_t *pbuf = malloc(pb + 64);
+    float *got = malloc((size_t)toks * os * sizeof(float));
+    REQUIRE(pb && pbuf && got);
+    uint8_t *p = pbuf + (pad ? 4 : 0); /* off 64-byte alignment too */
+    REQUIRE(repack_panels(t, w, ws, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p) == 0);
+    const kernel_set *all[NVARIANTS + 1] = {kernels_variant("scalar")};
+    for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
+    for (size_t v = 0; v <= NVARIANTS; v++) {
+        if (!all[v]) continue;
+        char who[32];
+        snprintf(who, sizeof who, "%s packed", all[v]->name);
+        for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
+        all[v]->matmul_packed(n, p, repack_panel_bytes(n), rows, a, as, toks, got, os);
+        if (compare_out(who, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad)) break;
+        if (v == 0 && (t == TYPE_PQ2_0 || t == TYPE_PTQ1_0))
+            for (int64_t tk = 0; tk < toks; tk++)
+                for (int64_t r = 0; r < rows; r++) {
+                    float g = got[(size_t)tk * os + (size_t)r], e = ref[(size_t)tk * os + (size_t)r];
+                    CHECKF(memcmp(&g, &e, sizeof g) == 0 || (isnan(g) && isnan(e)), "scalar packed %s [t%lld r%lld]: %.9g vs ref %.9g",
+                           type_name(t), (long long)tk, (long long)r, g, e);
+                }
+    }
+    free(pbuf), free(got);
+}
+
+/* One matmul case against every other variant, and repacked where the type allows; pad adds bytes
+ * to the strides and moves the rows off 8-byte alignment (blocks keep the 4-byte alignment the
+ * reference's struct access needs). */
 static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wmode, int amode, int pad) {
-    const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
+    const type_traits *tt = type_get(t);
     size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
     size_t ws = wrow + (size_t)(pad ? 12 : 0), as = arow + (size_t)(pad ? 4 : 0), os = (size_t)rows + (pad ? 3 : 0);
     size_t wbytes = (size_t)(rows - 1) * ws + wrow + (pad ? 4 : 0), abytes = (size_t)(toks - 1) * as + arow + (pad ? 4 : 0);
@@ -147,31 +209,9 @@ static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wm
         if (!ks) continue;
         for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
         ks->matmul[t](n, w, ws, rows, a, as, toks, got, os);
-        int bad = 0;
-        for (int64_t tk = 0; tk < toks && !bad; tk++)
-            for (int64_t r = 0; r < (int64_t)os && !bad; r++) {
-                float g = got[(size_t)tk * os + (size_t)r], e = ref[(size_t)tk * os + (size_t)r];
-                if (r >= rows) {
-                    CHECKF(g == -12345.0f, "%s %s wrote past n_rows", ks->name, tt->name);
-                    bad = g != -12345.0f;
-                    continue;
-                }
-                if (!isfinite(e)) { /* f16 activations can overflow to inf: same inf, or NaN */
-                    CHECKF(g == e || (isnan(g) && isnan(e)), "%s %s: %g vs ref %g", ks->name, tt->name, g, e);
-                    continue;
-                }
-                double s = abs_terms(t, w + (size_t)r * ws, a + (size_t)tk * as, n, tmp, tmp + n);
-                double diff = fabs((double)g - (double)e);
-                if (s > 0 && diff / s > worst_seen) worst_seen = diff / s;
-                if (!(diff <= BOUND * s)) {
-                    test_failed(__FILE__, __LINE__, "%s %s n=%lld rows=%lld toks=%lld w%d a%d pad%d [t%lld r%lld]: %.9g vs ref %.9g (sum|terms| %.3g)",
-                                ks->name, tt->name, (long long)n, (long long)rows, (long long)toks, wmode, amode, pad,
-                                (long long)tk, (long long)r, g, e, s);
-                    bad = 1;
-                }
-            }
+        compare_out(ks->name, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad);
     }
-    (void)at;
+    if (repack_type_ok(t) && n % RP_K == 0) check_packed(t, n, rows, toks, w, ws, a, as, ref, os, tmp, wmode, amode, pad);
     free(wbuf), free(abuf), free(tmp), free(ref), free(got);
 }
 
