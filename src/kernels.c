@@ -14,6 +14,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define KERNELS_X86 1
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
@@ -72,8 +76,8 @@ static void scalar_init(kernel_set *s) {
 
 /* ---- CPU features. */
 
-enum { V_SCALAR, V_AVX2, V_AVX512, V_NEON, V_COUNT };
-static const char *const variant_names[V_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+enum { V_SCALAR, V_AVX2, V_AVX512, V_AMX, V_NEON, V_COUNT };
+static const char *const variant_names[V_COUNT] = {"scalar", "avx2", "avx512", "amx", "neon"};
 
 #ifdef KERNELS_X86
 /* XCR0: which register state the OS saves; AVX needs XMM|YMM, AVX-512 also opmask|ZMM. */
@@ -91,15 +95,30 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
+/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), their state enabled in XCR0 (bits 17, 18),
+ * and Linux's permission for this process to use the tile data (asked once; threads share it). */
+static int has_amx(uint64_t x) {
+#if defined(__linux__) && defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (3u << 24)) != (3u << 24)) return 0;
+    if ((x & (3u << 17)) != (3u << 17)) return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    (void)x;
+    return 0;
+#endif
+}
+
 static int cpu_has(int v) {
     __builtin_cpu_init();
     uint64_t x = xcr0();
     int avx_os = (x & 0x6) == 0x6, avx512_os = (x & 0xe6) == 0xe6;
     int avx2 = avx_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (v == V_AVX2) return avx2;
-    if (v == V_AVX512)
-        return avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    int avx512 = avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    if (v == V_AVX512) return avx512;
+    if (v == V_AMX) return avx512 && has_amx(x);
     return v == V_SCALAR;
 }
 #elif defined(__aarch64__)
@@ -132,6 +151,12 @@ static void build_sets(void) {
         sets[V_AVX512].name = variant_names[V_AVX512];
         kernels_avx512_init(&sets[V_AVX512]);
         usable[V_AVX512] = 1;
+    }
+    if (usable[V_AVX512] && cpu_has(V_AMX)) {
+        sets[V_AMX] = sets[V_AVX512];
+        sets[V_AMX].name = variant_names[V_AMX];
+        kernels_amx_init(&sets[V_AMX]);
+        usable[V_AMX] = 1;
     }
 #elif defined(__aarch64__)
     if (cpu_has(V_NEON)) {

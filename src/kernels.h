@@ -21,7 +21,7 @@ typedef void (*kernel_matmul)(int64_t n, const void *w, size_t w_stride, int64_t
 typedef void (*kernel_quantize)(const float *x, void *y, int64_t n);
 
 typedef struct {
-    const char *name;                        /* "scalar", "avx2", "avx512", "neon" */
+    const char *name;                        /* "scalar", "avx2", "avx512", "amx", "neon" */
     kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
     /* Repacked ternary weights (repack.h) x Q8_K activations: w is the panel holding row 0,
@@ -30,7 +30,7 @@ typedef struct {
 } kernel_set;
 
 /* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU
- * (scalar|avx2|avx512|neon) when that one can run here (else a note on stderr and the best). */
+ * (scalar|avx2|avx512|amx|neon) when that one can run here (else a note on stderr and the best). */
 const kernel_set *kernels_get(void);
 
 /* What kernels_get would choose for the request (NULL or "" = best), without caching; notes on
@@ -41,9 +41,10 @@ const kernel_set *kernels_select(const char *request);
 const kernel_set *kernels_variant(const char *name);
 
 /* For the variant files: each overrides the entries it accelerates in a set pre-filled by the
- * variant below it (scalar <- avx2 <- avx512, scalar <- neon). Called only when the CPU has the ISA. */
+ * variant below it (scalar <- avx2 <- avx512 <- amx, scalar <- neon). Called only when the CPU has the ISA. */
 void kernels_avx2_init(kernel_set *s);
 void kernels_avx512_init(kernel_set *s);
+void kernels_amx_init(kernel_set *s);
 void kernels_neon_init(kernel_set *s);
 
 #endif

@@ -22,7 +22,7 @@
 static const uint32_t mm_types[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_Q8_0,
                                     TYPE_Q1_0,   TYPE_Q2_0,  TYPE_F16,   TYPE_BF16,  TYPE_F32};
 #define NTYPES (sizeof mm_types / sizeof mm_types[0])
-static const char *const variants[] = {"avx2", "avx512", "neon"};
+static const char *const variants[] = {"avx2", "avx512", "amx", "neon"};
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -276,6 +276,18 @@ static void matmul_batches(void) {
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
 
+/* Repackable types on batches around the AMX kernel's thresholds and blocking (token tiles of 16,
+ * blocks of 32, chunks of 64, the fallback below 4), over an odd panel count with ragged rows. */
+static void matmul_packed_batches(void) {
+    static const int64_t toks[] = {3, 4, 16, 32, 63, 64, 65, 100, 256};
+    for (size_t i = 0; i < NTYPES; i++) {
+        if (!repack_type_ok(mm_types[i])) continue;
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
+            check_case(mm_types[i], RP_K * (1 + (int64_t)(k % 3)), 3 * RP_ROWS + 5, toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 2));
+    }
+    printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
+}
+
 /* Zero blocks, d = 0, extreme scales, all +1 / all -1, saturated activations. */
 static void matmul_edges(void) {
     for (size_t i = 0; i < NTYPES; i++) {
@@ -336,12 +348,12 @@ static void chosen_name(void) { printf("    chosen %s\n", kernels_get()->name); 
 /* $TRIT_CPU end to end, in child processes (x86 only: under qemu-user a child shell would not run). */
 static void trit_cpu_env(void) {
 #if defined(__x86_64__)
-    const char *reqs[] = {"scalar", "avx2", "avx512", "neon", "bogus"};
+    const char *reqs[] = {"scalar", "avx2", "avx512", "amx", "neon", "bogus"};
     char self[1024];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     REQUIRE(len > 0);
     self[len] = 0;
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
         char cmd[1200], *out = NULL, want[64];
         snprintf(cmd, sizeof cmd, "TRIT_CPU=%s '%s' kernels/chosen_name 2>&1", reqs[i], self);
         int rc = run_cmd(cmd, &out);
@@ -361,6 +373,7 @@ const test_case kernels_tests[] = {
     {"matmul_lengths", matmul_lengths},
     {"matmul_shapes", matmul_shapes},
     {"matmul_batches", matmul_batches},
+    {"matmul_packed_batches", matmul_packed_batches},
     {"matmul_edges", matmul_edges},
     {"quantize_act_bitexact", quantize_act_bitexact},
     {0},
