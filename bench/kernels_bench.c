@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "repack.h"
 #include "stream_read.h"
 #include "types.h"
 
@@ -119,6 +120,63 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
     free(pool), free(x), free(out), free(act);
 }
 
+/* GMAC/s of one matmul over rows [0, rows) handed out in blocks of `block` rows as ops.c does
+ * (per: rows per stride step, 1 for the file's rows, RP_ROWS for panels); best of 3. */
+static double batch_gmacs(kernel_matmul mm, const uint8_t *w, size_t stride, int per, int64_t n, int64_t rows,
+                          int64_t block, const uint8_t *act, size_t arow, int ntok, float *out) {
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double macs = 0, t0 = now();
+        do {
+            for (int64_t r = 0; r < rows; r += block)
+                mm(n, w + (size_t)(r / per) * stride, stride, rows - r < block ? rows - r : block, act, arow, ntok,
+                   out + r, (size_t)rows);
+            macs += (double)n * (double)rows * ntok;
+        } while (now() - t0 < 0.05);
+        best = fmax(best, macs / (now() - t0) / 1e9);
+    }
+    return best;
+}
+
+/* The repacked layout (repack.h) for 8-, 64- and 512-token batches: each variant's matmul_packed
+ * (skipped where it is still the scalar one) next to the avx512 GEMM on the file's layout, rows in
+ * ops.c's 256 KiB blocks. */
+static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
+    if (!repack_type_ok(t) || n % RP_K) return;
+    const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
+    const size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
+    const size_t pb = repack_panel_bytes(n);
+    const int64_t block = ((256 << 10) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS;
+    enum { NT = 3 };
+    static const int toks[NT] = {8, 64, 512};
+    size_t copies;
+    uint8_t *w = make_pool(t, n, rows, &copies), *p = malloc(repack_bytes(t, n, rows)), *act = malloc(arow * 512);
+    float *x = malloc((size_t)n * sizeof(float)), *out = malloc((size_t)rows * 512 * sizeof(float));
+    if (!p || !act || !x || !out || repack_panels(t, w, wrow, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p)) exit(1);
+    for (int k = 0; k < 512; k++) {
+        for (int64_t i = 0; i < n; i++) x[i] = (float)((i * 31 + k * 17) % 257) / 128.0f - 1.0f;
+        at->quantize_act(x, act + (size_t)k * arow, n);
+    }
+    const kernel_set *sc = kernels_variant("scalar");
+    const char *names[] = {"avx512", "amx"};
+    for (int v = 0; v < 2; v++) {
+        const kernel_set *ks = kernels_variant(names[v]);
+        if (!ks) continue;
+        int file = v == 0; /* the file-layout GEMM once, from the avx512 set */
+        for (int f = file; f >= 0; f--) {
+            if (!f && ks->matmul_packed == sc->matmul_packed) continue;
+            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : "packed");
+            for (int i = 0; i < NT; i++)
+                printf(" pp%-3d %7.1f", toks[i],
+                       f ? batch_gmacs(ks->matmul[t], w, wrow, 1, n, rows, block, act, arow, toks[i], out)
+                         : batch_gmacs(ks->matmul_packed, p, pb, RP_ROWS, n, rows, block, act, arow, toks[i], out));
+            printf(" GMAC/s\n");
+            fflush(stdout);
+        }
+    }
+    free(w), free(p), free(act), free(x), free(out);
+}
+
 int main(int argc, char **argv) {
     uint8_t *a = malloc(POOL_BYTES), *b = malloc(POOL_BYTES);
     if (!a || !b) return 1;
@@ -137,6 +195,12 @@ int main(int argc, char **argv) {
             int want = argc < 2;
             for (int k = 1; k < argc; k++) want |= type_from_name(argv[k]) == (int)all[i];
             if (want) bench_type(all[i], shapes[s][1], shapes[s][0], rd);
+        }
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            int want = argc < 2;
+            for (int k = 1; k < argc; k++) want |= type_from_name(argv[k]) == (int)all[i];
+            if (want) bench_packed(all[i], shapes[s][1], shapes[s][0]);
         }
     return 0;
 }

@@ -22,7 +22,7 @@
 /* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (AMX gains nothing where weights stream
  * from memory). CHUNK tokens share each unpacked group: their accumulators (CHUNK x 32 floats)
  * and the B tiles stay in L1. */
-enum { AMX_MIN_TOK = 4, CHUNK = 64, QK_BYTES = sizeof(block_q8_K) };
+enum { AMX_MIN_TOK = 4, CHUNK = 128, QK_BYTES = sizeof(block_q8_K) };
 
 static kernel_matmul below;
 
@@ -32,14 +32,14 @@ typedef struct {
     uint8_t rows[16], reserved2[16];
 } tile_config;
 
-/* Tiles 0-3: C (A0 B0, A0 B1, A1 B0, A1 B1); 4, 5: A0, A1; 6, 7: B0, B1; all 16 rows of 64 bytes. */
-static void tiles_configure(void) {
-    tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
-    _tile_loadconfig(&c);
-}
+/* Tiles 0-3: C (A0 B0, A0 B1, A1 B0, A1 B1); 4, 5: A0, A1; 6, 7: B0, B1; all 16 rows of 64 bytes.
+ * Static: gcc's _tile_loadconfig tells the compiler it reads 8 bytes, so a local could be left
+ * half written. */
+static const tile_config config = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
 
 /* A group of one panel -> its 4 B tiles (K = 64 each): chunk c gives tile rows 4c..4c+3. */
 INLINE void unpack(const uint8_t *codes, int8_t *bt) {
@@ -154,7 +154,7 @@ static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows
     }
     _Alignas(64) float acc[CHUNK][32];
     const int64_t ng = n / RP_K, np = (n_rows + RP_ROWS - 1) / RP_ROWS;
-    tiles_configure(); /* per call: the configuration belongs to the thread */
+    _tile_loadconfig(&config); /* per call: the configuration belongs to the thread */
     for (int64_t t0 = 0; t0 < n_tok; t0 += CHUNK) {
         const int64_t nt = n_tok - t0 < CHUNK ? n_tok - t0 : CHUNK;
         for (int64_t p = 0; p < np; p += 2) {
