@@ -95,12 +95,13 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
-/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), their state enabled in XCR0 (bits 17, 18),
- * and Linux's permission for this process to use the tile data (asked once; threads share it). */
+/* AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25) with GFNI (ECX bit 8), the tile state enabled
+ * in XCR0 (bits 17, 18), and Linux's permission for this process to use the tile data (asked
+ * once; threads share it). */
 static int has_amx(uint64_t x) {
 #if defined(__linux__) && defined(__x86_64__)
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (3u << 24)) != (3u << 24)) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (3u << 24)) != (3u << 24) || !(c & (1u << 8))) return 0;
     if ((x & (3u << 17)) != (3u << 17)) return 0;
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
 #else

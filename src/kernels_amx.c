@@ -42,54 +42,64 @@ static const tile_config configs[17] = {
     CONFIG(9),  CONFIG(10), CONFIG(11), CONFIG(12), CONFIG(13), CONFIG(14), CONFIG(15), CONFIG(16),
 };
 
-/* A group of one panel -> its 4 B tiles (K = 64 each): chunk c gives tile rows 4c..4c+3. */
-INLINE void unpack(const uint8_t *codes, int8_t *bt) {
-    const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+/* A group of one panel -> its 4 B tiles (K = 64 each) of codes 0..3: chunk c gives tile rows
+ * 4c..4c+3, step j's bits 2j, 2j+1 moved to bits 0, 1 by one GF(2) affine map per byte. */
+INLINE void unpack(const uint8_t *codes, uint8_t *bt) {
     for (int c = 0; c < RP_K / 16; c++) {
         __m512i x = _mm512_loadu_si512(codes + 64 * c);
-        for (int j = 0; j < 4; j++)
-            _mm512_store_si512(bt + 64 * (4 * c + j),
-                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 2 * j), three), one));
+        for (int j = 0; j < 4; j++) {
+            const __m512i m = _mm512_set1_epi64((long long)((1ULL << (2 * j)) << 56 | (1ULL << (2 * j + 1)) << 48));
+            _mm512_store_si512(bt + 64 * (4 * c + j), _mm512_gf2p8affine_epi64_epi8(x, m, 0));
+        }
     }
 }
 
-/* One K step of 64 elements over na A tiles and nb B tiles. */
-INLINE void step(int na, int nb, const uint8_t *a0, size_t s0, const uint8_t *a1, size_t s1, const int8_t *b0,
-                 const int8_t *b1) {
+/* One K step of 64 elements over na A tiles (signed activations) and nb B tiles (unsigned codes). */
+INLINE void step(int na, int nb, const uint8_t *a0, size_t s0, const uint8_t *a1, size_t s1, const uint8_t *b0,
+                 const uint8_t *b1) {
     _tile_loadd(4, a0, s0);
     _tile_loadd(6, b0, 64);
-    _tile_dpbssd(0, 4, 6);
+    _tile_dpbsud(0, 4, 6);
     if (nb == 2) {
         _tile_loadd(7, b1, 64);
-        _tile_dpbssd(1, 4, 7);
+        _tile_dpbsud(1, 4, 7);
     }
     if (na == 2) {
         _tile_loadd(5, a1, s1);
-        _tile_dpbssd(2, 5, 6);
-        if (nb == 2) _tile_dpbssd(3, 5, 7);
+        _tile_dpbsud(2, 5, 6);
+        if (nb == 2) _tile_dpbsud(3, 5, 7);
     }
 }
 
-/* acc[i][0..15] (rows 32 floats apart) += (float)c[i] * (scale * d[i]) for the m tokens of a C tile. */
-INLINE void flush(const int32_t *c, __m512 scale, const float *d, float *acc, int64_t m) {
+/* What a C tile needs of a token in a group: its scale and the sums of its activations over
+ * half 0, half 1 and both (the code offset: code - 1 = value/scale). */
+typedef struct {
+    float d;
+    int32_t sum[3];
+} tok_info;
+
+/* acc[i][0..15] (rows 32 floats apart) += (float)(c[i] - sum) * (scale * d) for the m tokens of a
+ * C tile, the sums over the K range k (0, 1: a half; 2: the group). */
+INLINE void flush(const int32_t *c, __m512 scale, const tok_info *ti, int k, float *acc, int64_t m) {
     for (int64_t i = 0; i < m; i++) {
-        __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
+        __m512i isum = _mm512_sub_epi32(_mm512_load_si512(c + 16 * i), _mm512_set1_epi32(ti[i].sum[k]));
         __m512 a = _mm512_load_ps(acc + 32 * i);
-        _mm512_store_ps(acc + 32 * i, _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(d[i])), a));
+        _mm512_store_ps(acc + 32 * i,
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(scale, _mm512_set1_ps(ti[i].d)), a));
     }
 }
 
-#define FLUSH(tile, sc, d, acc, m)           \
+#define FLUSH(tile, sc, ti, acc, m)          \
     do {                                     \
         _tile_stored(tile, cbuf, 64);        \
         BARRIER();                           \
-        flush(cbuf, sc, d, acc, m);          \
+        flush(cbuf, sc, ti, k, acc, m);      \
     } while (0)
 
 /* One group for m0 + m1 tokens (na A tiles, A1 16 rows after A0; K steps ks bytes apart) x 32 rows
  * (nb panels): acc rows 32 floats apart. */
-INLINE void block(int na, int nb, const uint8_t *a, size_t ks, int8_t (*bt)[4][1024], __m512 (*sc)[2], int merge,
-                  const float *d, float *acc, int64_t m0, int64_t m1) {
+INLINE void block(int na, int nb, const uint8_t *a, size_t ks, uint8_t (*bt)[4][1024], __m512 (*sc)[2], int merge,
+                  const tok_info *ti, float *acc, int64_t m0, int64_t m1) {
     _Alignas(64) int32_t cbuf[256];
     for (int h = 0; h < 2; h++) {
         if (h == 0 || !merge) {
@@ -103,36 +113,42 @@ INLINE void block(int na, int nb, const uint8_t *a, size_t ks, int8_t (*bt)[4][1
             step(na, nb, ak, 64, ak + 16 * 64, 64, bt[0][2 * h + k], bt[1][2 * h + k]);
         }
         if (h == 0 && merge) continue;
-        FLUSH(0, sc[0][h], d, acc, m0);
-        if (nb == 2) FLUSH(1, sc[1][h], d, acc + 16, m0);
-        if (na == 2) FLUSH(2, sc[0][h], d + 16, acc + 16 * 32, m1);
-        if (na == 2 && nb == 2) FLUSH(3, sc[1][h], d + 16, acc + 16 * 32 + 16, m1);
+        const int k = merge ? 2 : h;
+        FLUSH(0, sc[0][h], ti, acc, m0);
+        if (nb == 2) FLUSH(1, sc[1][h], ti, acc + 16, m0);
+        if (na == 2) FLUSH(2, sc[0][h], ti + 16, acc + 16 * 32, m1);
+        if (na == 2 && nb == 2) FLUSH(3, sc[1][h], ti + 16, acc + 16 * 32 + 16, m1);
     }
 }
 
 /* The activations of nt tokens in tile order, so that every A tile is 1 KiB in one piece (rows
  * of the Q8_K blocks apart were measured 1.5x slower): for group g and K step k, tokens
- * 0..ntp-1 of 64 bytes at ap + ((4g + k) ntp + t) 64, tokens past nt zero; their d at dp[g ntp + t]. */
-static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_t ntp, uint8_t *ap, float *dp) {
+ * 0..ntp-1 of 64 bytes at ap + ((4g + k) ntp + t) 64, tokens past nt zero; their tok_info at
+ * ti[g ntp + t]. */
+static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_t ntp, uint8_t *ap, tok_info *ti) {
     for (int64_t g = 0; g < ng; g++) /* four sequential streams of stores */
         for (int64_t t = 0; t < ntp; t++) {
-            const uint8_t *src = act + (size_t)t * as + (size_t)g * QK_BYTES;
+            const block_q8_K *y = (const block_q8_K *)(act + (size_t)t * as) + g;
+            tok_info info = {0.0f, {0, 0, 0}};
             for (int k = 0; k < 4; k++) {
                 uint8_t *dst = ap + (size_t)((4 * g + k) * ntp + t) * 64;
-                if (t < nt) memcpy(dst, src + 4 + 64 * k, 64);
+                if (t < nt) memcpy(dst, y->qs + 64 * k, 64);
                 else memset(dst, 0, 64);
             }
-            float d = 0.0f;
-            if (t < nt) memcpy(&d, src, sizeof d);
-            dp[g * ntp + t] = d;
+            if (t < nt) {
+                info.d = y->d;
+                for (int i = 0; i < QK_K / 16; i++) info.sum[i / 8] += y->bsums[i];
+                info.sum[2] = info.sum[0] + info.sum[1];
+            }
+            ti[g * ntp + t] = info;
         }
 }
 
 /* nt <= CHUNK gathered tokens (ntp with padding) x nb panels (rows 16 x nb) over all ng groups
  * into acc[CHUNK][32]. */
-static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int nb, const uint8_t *ap, const float *dp, int64_t nt,
+static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int nb, const uint8_t *ap, const tok_info *ti, int64_t nt,
                    int64_t ntp, float *acc) {
-    _Alignas(64) int8_t bt[2][4][1024];
+    _Alignas(64) uint8_t bt[2][4][1024];
     memset(acc, 0, sizeof(float) * CHUNK * 32);
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *wg = w + (size_t)g * RP_GROUP_BYTES, *ag = ap + (size_t)(4 * g * ntp) * 64;
@@ -149,14 +165,14 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int nb, const 
             const int64_t m0 = nt - t < 16 ? nt - t : 16, m1 = nt - t - 16 < 16 ? nt - t - 16 : 16;
             const uint8_t *a = ag + (size_t)t * 64;
             const size_t ks = (size_t)ntp * 64;
-            const float *d = dp + g * ntp + t;
+            const tok_info *tg = ti + g * ntp + t;
             float *at = acc + 32 * t;
             if (ntp - t > 16) {
-                if (nb == 2) block(2, 2, a, ks, bt, sc, merge, d, at, m0, m1);
-                else block(2, 1, a, ks, bt, sc, merge, d, at, m0, m1);
+                if (nb == 2) block(2, 2, a, ks, bt, sc, merge, tg, at, m0, m1);
+                else block(2, 1, a, ks, bt, sc, merge, tg, at, m0, m1);
             } else {
-                if (nb == 2) block(1, 2, a, ks, bt, sc, merge, d, at, m0, 0);
-                else block(1, 1, a, ks, bt, sc, merge, d, at, m0, 0);
+                if (nb == 2) block(1, 2, a, ks, bt, sc, merge, tg, at, m0, 0);
+                else block(1, 1, a, ks, bt, sc, merge, tg, at, m0, 0);
             }
         }
     }
@@ -167,21 +183,21 @@ static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows
     const int64_t ng = n / RP_K, np = (n_rows + RP_ROWS - 1) / RP_ROWS;
     /* tokens a chunk holds, padded to whole tiles (tiles of n_tok rows when that is under 16) */
     const int64_t ntp_max = n_tok < 16 ? n_tok : n_tok < CHUNK ? (n_tok + 15) & ~(int64_t)15 : CHUNK;
-    uint8_t *ap = n_tok < AMX_MIN_TOK ? NULL : aligned_alloc(64, ((size_t)(ntp_max * (n + 4 * ng)) + 63) & ~(size_t)63);
+    uint8_t *ap = n_tok < AMX_MIN_TOK ? NULL : aligned_alloc(64, ((size_t)ntp_max * ((size_t)n + sizeof(tok_info) * (size_t)ng) + 63) & ~(size_t)63);
     if (!ap) { /* few tokens (or no memory) */
         below(n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);
         return;
     }
-    float *dp = (float *)(ap + (size_t)(ntp_max * n));
+    tok_info *ti = (tok_info *)(ap + (size_t)(ntp_max * n));
     _Alignas(64) float acc[CHUNK][32];
     _tile_loadconfig(&configs[n_tok < 16 ? n_tok : 16]); /* per call: the configuration belongs to the thread */
     for (int64_t t0 = 0; t0 < n_tok; t0 += CHUNK) {
         const int64_t nt = n_tok - t0 < CHUNK ? n_tok - t0 : CHUNK, ntp = nt < 16 ? nt : (nt + 15) & ~(int64_t)15;
-        gather(ng, (const uint8_t *)act + (size_t)t0 * act_stride, act_stride, nt, ntp, ap, dp);
+        gather(ng, (const uint8_t *)act + (size_t)t0 * act_stride, act_stride, nt, ntp, ap, ti);
         BARRIER();
         for (int64_t p = 0; p < np; p += 2) {
             const int nb = p + 1 < np ? 2 : 1;
-            panels(ng, (const uint8_t *)w + (size_t)p * w_stride, w_stride, nb, ap, dp, nt, ntp, acc[0]);
+            panels(ng, (const uint8_t *)w + (size_t)p * w_stride, w_stride, nb, ap, ti, nt, ntp, acc[0]);
             const int64_t rows = n_rows - RP_ROWS * p < 32 ? n_rows - RP_ROWS * p : 32;
             for (int64_t t = 0; t < nt; t++)
                 memcpy(out + (size_t)(t0 + t) * out_stride + (size_t)(RP_ROWS * p), acc[t], sizeof(float) * (size_t)rows);
