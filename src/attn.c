@@ -209,7 +209,7 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
 
 static int use_avx2(void) {
     const char *k = kernels_get()->name;
-    return !strcmp(k, "avx2") || !strcmp(k, "avx512");
+    return !strcmp(k, "avx2") || !strcmp(k, "avx512") || !strcmp(k, "amx");
 }
 #else
 static int use_avx2(void) { return 0; }
