@@ -46,7 +46,7 @@ typedef struct {
 trit_model_info trit_model_get_info(const trit_model *m);
 /* Physical cores of this machine: the default thread count. */
 int trit_physical_cores(void);
-/* The CPU kernel variant in use ("avx512", "avx2", "neon" or "scalar"). */
+/* The CPU kernel variant in use ("amx", "avx512", "avx2", "neon" or "scalar"). */
 const char *trit_cpu_variant(void);
 
 /* ---- tokenizer ---- */
