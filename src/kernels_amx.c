@@ -1,12 +1,13 @@
 /* kernels_amx: matmul_packed (repack.h) on AMX-INT8 for batches and prompts (Sapphire Rapids and
- * later). Compiled with the AVX-512 and AMX flags; kernels.c calls kernels_amx_init only where the
- * CPU has them and the kernel granted the tile data state, over a copy of the avx512 set.
- * TDPBSSD multiplies a 16x64 int8 A tile (16 tokens' activations, straight from the Q8_K rows with
- * the row stride) by a 64x16 B tile (16 weight rows) whose rows are the steps of the panel layout:
- * byte-wise (chunk >> 2j) & 3, minus 1. Each group's B tiles are unpacked once per block of
- * tokens and serve all of them; the int32 C tiles go to float accumulators per half (the scale
- * granularity), or per group where both halves share their scales (TQ1_0, TQ2_0), as
- * acc = fma((float)isum, f16(scale) * d, acc), the reference's operation and order. */
+ * later). Compiled with the AVX-512, GFNI and AMX flags; kernels.c calls kernels_amx_init only
+ * where the CPU has them and the kernel granted the tile data state, over a copy of the avx512 set.
+ * TDPBSUD multiplies a 16x64 A tile (16 tokens' int8 activations, regrouped per call into tile
+ * order) by a 64x16 B tile (16 weight rows) of unsigned codes whose rows are the steps of the panel
+ * layout, (chunk >> 2j) & 3 per byte. Each group's B tiles are unpacked once per 64 tokens and
+ * serve all of them; the int32 C tiles, less the activation sums (code - 1 = value/scale), go to
+ * float accumulators per half (the scale granularity), or per group where both halves share their
+ * scales (TQ1_0, TQ2_0), as acc = fma((float)isum, f16(scale) * d, acc): the reference's operation
+ * and order. Blocking: 2 A x 2 B tiles -> 4 C tiles (32 tokens x 32 rows); groups outermost. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <stdlib.h>
@@ -20,9 +21,10 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (AMX gains nothing where weights stream
- * from memory). CHUNK tokens share each unpacked group: their accumulators (CHUNK x 32 floats)
- * and the B tiles stay in L1. */
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (measured against the avx512 file-layout
+ * kernels: AMX is 1.2-1.3x at 2-3 tokens, 2.4x at 4, but 0.7x at 1). CHUNK tokens share each
+ * unpacked group (128 measured slower: their activations per group no longer sit in L1 beside
+ * the B tiles). */
 enum { AMX_MIN_TOK = 4, CHUNK = 64, QK_BYTES = sizeof(block_q8_K) };
 
 static kernel_matmul below;
@@ -144,63 +146,74 @@ static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_
         }
 }
 
-/* nt <= CHUNK gathered tokens (ntp with padding) x nb panels (rows 16 x nb) over all ng groups
- * into acc[CHUNK][32]. */
-static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int nb, const uint8_t *ap, const tok_info *ti, int64_t nt,
-                   int64_t ntp, float *acc) {
+/* nt <= CHUNK gathered tokens (ntp with padding) x np panels over all ng groups into
+ * acc[pair][CHUNK][32]: group by group, so that a group's activations serve every panel from L1. */
+static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap, const tok_info *ti,
+                   int64_t nt, int64_t ntp, float *acc) {
     _Alignas(64) uint8_t bt[2][4][1024];
-    memset(acc, 0, sizeof(float) * CHUNK * 32);
+    memset(acc, 0, sizeof(float) * CHUNK * 32 * (size_t)((np + 1) / 2));
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *wg = w + (size_t)g * RP_GROUP_BYTES, *ag = ap + (size_t)(4 * g * ntp) * 64;
-        __m512 sc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
-        int merge = 1;
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *s = wg + (size_t)b * w_stride + RP_CODE_BYTES;
-            unpack(wg + (size_t)b * w_stride, bt[b][0]);
-            for (int h = 0; h < 2; h++) sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));
-            merge &= memcmp(s, s + 32, 32) == 0;
-        }
-        BARRIER();
-        for (int64_t t = 0; t < ntp; t += 32) {
-            const int64_t m0 = nt - t < 16 ? nt - t : 16, m1 = nt - t - 16 < 16 ? nt - t - 16 : 16;
-            const uint8_t *a = ag + (size_t)t * 64;
-            const size_t ks = (size_t)ntp * 64;
-            const tok_info *tg = ti + g * ntp + t;
-            float *at = acc + 32 * t;
-            if (ntp - t > 16) {
-                if (nb == 2) block(2, 2, a, ks, bt, sc, merge, tg, at, m0, m1);
-                else block(2, 1, a, ks, bt, sc, merge, tg, at, m0, m1);
-            } else {
-                if (nb == 2) block(1, 2, a, ks, bt, sc, merge, tg, at, m0, 0);
-                else block(1, 1, a, ks, bt, sc, merge, tg, at, m0, 0);
+        const uint8_t *ag = ap + (size_t)(4 * g * ntp) * 64;
+        for (int64_t p = 0; p < np; p += 2) {
+            const int nb = p + 1 < np ? 2 : 1;
+            const uint8_t *wg = w + (size_t)p * w_stride + (size_t)g * RP_GROUP_BYTES;
+            __m512 sc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+            int merge = 1;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *s = wg + (size_t)b * w_stride + RP_CODE_BYTES;
+                unpack(wg + (size_t)b * w_stride, bt[b][0]);
+                for (int h = 0; h < 2; h++) sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));
+                merge &= memcmp(s, s + 32, 32) == 0;
+            }
+            BARRIER();
+            float *ap_acc = acc + (size_t)(p / 2) * CHUNK * 32;
+            for (int64_t t = 0; t < ntp; t += 32) {
+                const int64_t m0 = nt - t < 16 ? nt - t : 16, m1 = nt - t - 16 < 16 ? nt - t - 16 : 16;
+                const uint8_t *a = ag + (size_t)t * 64;
+                const size_t ks = (size_t)ntp * 64;
+                const tok_info *tg = ti + g * ntp + t;
+                float *at = ap_acc + 32 * t;
+                if (ntp - t > 16) {
+                    if (nb == 2) block(2, 2, a, ks, bt, sc, merge, tg, at, m0, m1);
+                    else block(2, 1, a, ks, bt, sc, merge, tg, at, m0, m1);
+                } else {
+                    if (nb == 2) block(1, 2, a, ks, bt, sc, merge, tg, at, m0, 0);
+                    else block(1, 1, a, ks, bt, sc, merge, tg, at, m0, 0);
+                }
             }
         }
     }
 }
 
+enum { RB = 512 }; /* rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once */
+
 static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                        int64_t n_tok, float *out, size_t out_stride) {
-    const int64_t ng = n / RP_K, np = (n_rows + RP_ROWS - 1) / RP_ROWS;
+    const int64_t ng = n / RP_K;
     /* tokens a chunk holds, padded to whole tiles (tiles of n_tok rows when that is under 16) */
     const int64_t ntp_max = n_tok < 16 ? n_tok : n_tok < CHUNK ? (n_tok + 15) & ~(int64_t)15 : CHUNK;
-    uint8_t *ap = n_tok < AMX_MIN_TOK ? NULL : aligned_alloc(64, ((size_t)ntp_max * ((size_t)n + sizeof(tok_info) * (size_t)ng) + 63) & ~(size_t)63);
+    const size_t abytes = ((size_t)ntp_max * ((size_t)n + sizeof(tok_info) * (size_t)ng) + 63) & ~(size_t)63;
+    uint8_t *ap = n_tok < AMX_MIN_TOK ? NULL : aligned_alloc(64, abytes + sizeof(float) * RB * CHUNK);
     if (!ap) { /* few tokens (or no memory) */
         below(n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);
         return;
     }
     tok_info *ti = (tok_info *)(ap + (size_t)(ntp_max * n));
-    _Alignas(64) float acc[CHUNK][32];
+    float *acc = (float *)(ap + abytes);
     _tile_loadconfig(&configs[n_tok < 16 ? n_tok : 16]); /* per call: the configuration belongs to the thread */
     for (int64_t t0 = 0; t0 < n_tok; t0 += CHUNK) {
         const int64_t nt = n_tok - t0 < CHUNK ? n_tok - t0 : CHUNK, ntp = nt < 16 ? nt : (nt + 15) & ~(int64_t)15;
         gather(ng, (const uint8_t *)act + (size_t)t0 * act_stride, act_stride, nt, ntp, ap, ti);
         BARRIER();
-        for (int64_t p = 0; p < np; p += 2) {
-            const int nb = p + 1 < np ? 2 : 1;
-            panels(ng, (const uint8_t *)w + (size_t)p * w_stride, w_stride, nb, ap, ti, nt, ntp, acc[0]);
-            const int64_t rows = n_rows - RP_ROWS * p < 32 ? n_rows - RP_ROWS * p : 32;
-            for (int64_t t = 0; t < nt; t++)
-                memcpy(out + (size_t)(t0 + t) * out_stride + (size_t)(RP_ROWS * p), acc[t], sizeof(float) * (size_t)rows);
+        for (int64_t r0 = 0; r0 < n_rows; r0 += RB) {
+            const int64_t nr = n_rows - r0 < RB ? n_rows - r0 : RB, np = (nr + RP_ROWS - 1) / RP_ROWS;
+            panels(ng, (const uint8_t *)w + (size_t)(r0 / RP_ROWS) * w_stride, w_stride, np, ap, ti, nt, ntp, acc);
+            for (int64_t p = 0; p < np; p += 2) {
+                const int64_t rows = nr - RP_ROWS * p < 32 ? nr - RP_ROWS * p : 32;
+                for (int64_t t = 0; t < nt; t++)
+                    memcpy(out + (size_t)(t0 + t) * out_stride + (size_t)(r0 + RP_ROWS * p),
+                           acc + ((size_t)(p / 2) * CHUNK + (size_t)t) * 32, sizeof(float) * (size_t)rows);
+            }
         }
     }
     _tile_release();
