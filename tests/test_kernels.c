@@ -277,13 +277,15 @@ static void matmul_batches(void) {
 }
 
 /* Repackable types on batches around the AMX kernel's thresholds and blocking (token tiles of 16,
- * blocks of 32, chunks of 64, the fallback below 4), over an odd panel count with ragged rows. */
+ * blocks of 32, chunks of 64, the fallback below 4), over an odd panel count with ragged rows, and
+ * once over more than its row block of 512. */
 static void matmul_packed_batches(void) {
     static const int64_t toks[] = {3, 4, 16, 32, 63, 64, 65, 100, 256};
     for (size_t i = 0; i < NTYPES; i++) {
         if (!repack_type_ok(mm_types[i])) continue;
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
             check_case(mm_types[i], RP_K * (1 + (int64_t)(k % 3)), 3 * RP_ROWS + 5, toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 2));
+        check_case(mm_types[i], RP_K, 530, 70, W_RAW, A_RANDOM, 1);
     }
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
