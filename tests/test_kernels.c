@@ -375,8 +375,8 @@ const test_case kernels_tests[] = {
     {"matmul_lengths", matmul_lengths},
     {"matmul_shapes", matmul_shapes},
     {"matmul_batches", matmul_batches},
-    {"matmul_packed_batches", matmul_packed_batches},
     {"matmul_edges", matmul_edges},
+    {"matmul_packed_batches", matmul_packed_batches},
     {"quantize_act_bitexact", quantize_act_bitexact},
     {0},
 };
