@@ -25,7 +25,7 @@
  * kernels: AMX is 1.2-1.3x at 2-3 tokens, 2.4x at 4, but 0.7x at 1). CHUNK tokens share each
  * unpacked group (128 measured slower: their activations per group no longer sit in L1 beside
  * the B tiles). */
-enum { AMX_MIN_TOK = 4, CHUNK = 64, QK_BYTES = sizeof(block_q8_K) };
+enum { AMX_MIN_TOK = 4, CHUNK = 64 };
 
 static kernel_matmul below;
 
@@ -130,14 +130,14 @@ INLINE void block(int na, int nb, const uint8_t *a, size_t ks, uint8_t (*bt)[4][
 static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_t ntp, uint8_t *ap, tok_info *ti) {
     for (int64_t g = 0; g < ng; g++) /* four sequential streams of stores */
         for (int64_t t = 0; t < ntp; t++) {
-            const block_q8_K *y = (const block_q8_K *)(act + (size_t)t * as) + g;
+            const block_q8_K *y = t < nt ? (const block_q8_K *)(act + (size_t)t * as) + g : NULL;
             tok_info info = {0.0f, {0, 0, 0}};
             for (int k = 0; k < 4; k++) {
                 uint8_t *dst = ap + (size_t)((4 * g + k) * ntp + t) * 64;
-                if (t < nt) memcpy(dst, y->qs + 64 * k, 64);
+                if (y) memcpy(dst, y->qs + 64 * k, 64);
                 else memset(dst, 0, 64);
             }
-            if (t < nt) {
+            if (y) {
                 info.d = y->d;
                 for (int i = 0; i < QK_K / 16; i++) info.sum[i / 8] += y->bsums[i];
                 info.sum[2] = info.sum[0] + info.sum[1];
