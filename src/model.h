@@ -67,6 +67,7 @@ typedef struct {
 typedef enum { PACK_NONE, PACK_BUILT, PACK_CACHE } pack_source;
 
 typedef struct model model;
+typedef struct pack_writer pack_writer;
 typedef struct session session;
 typedef struct exec exec;
 
@@ -90,6 +91,7 @@ struct model {
     file_map pack_map;       /* PACK_CACHE: the cache file holding the repacked weights */
     uint8_t *pack_mem;       /* PACK_BUILT: anonymous memory holding them */
     size_t pack_mem_bytes;
+    pack_writer *pack_writer; /* the cache file still being written from pack_mem, or NULL */
     /* Runs one pass of nb rows (e->rows: session and position of each); logits of row t go to
      * out[t] when not NULL. */
     void (*forward)(exec *e, const int32_t *tokens, int nb, float *const *out);
@@ -108,7 +110,7 @@ void model_free(model *m);
  * be, one note on stderr). use_mmap = 0 reads the cache into memory. -1 with err set only when
  * out of memory. */
 int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err);
-/* Releases the repacked weights (model_free does). */
+/* Releases the repacked weights (model_free does), once a cache file being written is done. */
 void model_unpack(model *m);
 /* "built", "cache" or "none". */
 const char *model_pack_source(const model *m);

@@ -1,7 +1,7 @@
 /* repack_load: gives a loaded model's ternary matmul weights their repacked copy (repack.h),
  * mapped from the on-disk cache (repack_cache.h) or converted on all cores. */
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,43 +134,62 @@ static int open_cache(model *m, const plan *p, const char *path, const rc_identi
     return ok ? 0 : -1;
 }
 
-/* Builds the cache file: a temporary file in the same directory, renamed over path when complete
- * (and on disk: a crash must not leave a valid header over missing data). */
-static int write_cache(const plan *p, const char *path, const rc_identity *id, trit_err *err) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) return fail(err, "%s: name too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return fail(err, "%s: %s", tmp, strerror(errno));
-    int r = posix_fallocate(fd, 0, (off_t)p->total); /* space now, not SIGBUS on a full disk later */
-    uint8_t *base = MAP_FAILED;
-    if (r) fail(err, "%s: %s", tmp, strerror(r));
-    else if ((base = mmap(NULL, p->total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-        fail(err, "%s: mmap: %s", tmp, strerror(errno));
-    int rc = -1;
-    if (base != MAP_FAILED) {
-        if (!build(p, base, err)) {
-            rc_write_header(base, id, p->e, p->n, p->total);
-            rc = 0;
-        }
-        munmap(base, p->total);
-        if (!rc && (fdatasync(fd) || rename(tmp, path))) rc = fail(err, "%s: %s", path, strerror(errno));
+/* The cache file being written from the repacked weights (read-only by then) while the model is
+ * already in use: a temporary file in the cache directory, renamed over the cache's name once it
+ * is complete and on disk (a crash must not leave a valid header over missing data). model_unpack
+ * waits for it. */
+struct pack_writer {
+    pthread_t thread;
+    const uint8_t *img;
+    uint64_t total;
+    int fd;
+    char tmp[4200], path[4200];
+};
+
+static void note(const char *why) { fprintf(stderr, "trit: repack cache: %s; the repacked weights stay in memory only\n", why); }
+
+static void *write_cache(void *arg) {
+    pack_writer *w = arg;
+    uint64_t done = 0;
+    errno = 0;
+    while (done < w->total) {
+        size_t want = w->total - done < (1u << 30) ? (size_t)(w->total - done) : (1u << 30);
+        ssize_t n = write(w->fd, w->img + done, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += (uint64_t)n;
     }
-    close(fd);
-    if (rc) unlink(tmp);
-    return rc;
+    trit_err err;
+    int rc = done == w->total && !fdatasync(w->fd) ? 0 : fail(&err, "%s: %s", w->tmp, errno ? strerror(errno) : "short write");
+    if (close(w->fd) && !rc) rc = fail(&err, "%s: %s", w->tmp, strerror(errno));
+    if (!rc && rename(w->tmp, w->path)) rc = fail(&err, "%s: %s", w->path, strerror(errno));
+    if (rc) unlink(w->tmp), note(err.msg);
+    return NULL;
 }
 
-/* The cache when there is one to use: -1 means build in memory (why says so when it matters). */
-static int via_cache(model *m, const plan *p, int use_mmap, trit_err *why) {
-    char dir[4096], path[4200];
-    rc_identity id;
-    why->msg[0] = 0;
-    if (rc_dir(dir, sizeof dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
-    if (rc_identity_of(m->file->path, &id, why) || rc_path(dir, m->file->path, &id, path, sizeof path)) return -1;
-    trit_err miss;
-    if (!open_cache(m, p, path, &id, use_mmap, &miss)) return m->pack_from = PACK_CACHE, 0;
-    if (rc_mkdir(dir, why) || write_cache(p, path, &id, why) || open_cache(m, p, path, &id, use_mmap, why)) return -1;
-    return m->pack_from = PACK_BUILT, 0;
+/* Starts writing img to path; the directory and the temporary file are made here, so that an
+ * unusable directory is reported before the load returns. */
+static pack_writer *start_writer(const uint8_t *img, uint64_t total, const char *dir, const char *path, trit_err *why) {
+    pack_writer *w = calloc(1, sizeof *w);
+    if (!w) return fail(why, "out of memory"), NULL;
+    w->img = img, w->total = total;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    if (snprintf(w->tmp, sizeof w->tmp, "%s.XXXXXX", path) >= (int)sizeof w->tmp) fail(why, "%s: name too long", path);
+    else if (!rc_mkdir(dir, why) && (w->fd = mkstemp(w->tmp)) < 0) fail(why, "%s: %s", w->tmp, strerror(errno));
+    else if (!why->msg[0]) {
+        if (!pthread_create(&w->thread, NULL, write_cache, w)) return w;
+        write_cache(w); /* no thread: write it now */
+    }
+    free(w);
+    return NULL;
+}
+
+/* The cache file's directory and path for this model: -1 (why set) when there is none. */
+static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_t n_path, rc_identity *id, trit_err *why) {
+    if (rc_dir(dir, n_dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
+    if (rc_identity_of(m->file->path, id, why)) return -1;
+    if (rc_path(dir, m->file->path, id, path, n_path)) return fail(why, "%s: cache path too long", dir);
+    return 0;
 }
 
 int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
@@ -178,30 +197,41 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
     if (!m->layers) return 0;
     if (plan_make(m, &p, err)) return -1;
     if (!p.n) return plan_free(&p), 0;
-    uint64_t packed = p.total - p.e[0].offset;
-    int names_fit = 1;
-    for (uint32_t i = 0; i < p.n; i++) names_fit &= strlen(p.e[i].name) < RC_NAME_BYTES;
-    trit_err why;
-    if (names_fit && packed >= cache_min && !via_cache(m, &p, use_mmap, &why)) return plan_free(&p), 0;
-    if (names_fit && packed >= cache_min && why.msg[0])
-        fprintf(stderr, "trit: repack cache: %s; repacking in memory\n", why.msg);
+    int cached = p.total - p.e[0].offset >= cache_min;
+    for (uint32_t i = 0; i < p.n; i++) cached &= strlen(p.e[i].name) < RC_NAME_BYTES;
+    char dir[4096], path[4200];
+    rc_identity id;
+    trit_err why = {{0}}, miss;
+    if (cached && !cache_path(m, dir, sizeof dir, path, sizeof path, &id, &why) &&
+        !open_cache(m, &p, path, &id, use_mmap, &miss)) {
+        m->pack_from = PACK_CACHE;
+        return plan_free(&p), 0;
+    }
+    /* Built in anonymous memory (fast to fill, unlike a file mapping), then written out. */
     uint8_t *mem = mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return plan_free(&p), fail(err, "out of memory for %llu bytes of repacked weights",
-                                                     (unsigned long long)p.total);
+    if (mem == MAP_FAILED)
+        return plan_free(&p), fail(err, "out of memory for %llu bytes of repacked weights", (unsigned long long)p.total);
 #ifdef MADV_HUGEPAGE
     madvise(mem, p.total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when streaming the weights */
 #endif
-    int rc = build(&p, mem, err);
-    if (!rc) {
-        mprotect(mem, p.total, PROT_READ);
-        bind(&p, mem, p.e);
-        m->pack_mem = mem, m->pack_mem_bytes = p.total, m->pack_from = PACK_BUILT;
-    } else munmap(mem, p.total);
+    if (build(&p, mem, err)) {
+        munmap(mem, p.total);
+        return plan_free(&p), -1;
+    }
+    if (cached && !why.msg[0]) rc_write_header(mem, &id, p.e, p.n, p.total);
+    mprotect(mem, p.total, PROT_READ);
+    if (cached && !why.msg[0]) m->pack_writer = start_writer(mem, p.total, dir, path, &why);
+    if (cached && why.msg[0]) note(why.msg);
+    bind(&p, mem, p.e);
+    m->pack_mem = mem, m->pack_mem_bytes = p.total, m->pack_from = PACK_BUILT;
     plan_free(&p);
-    return rc;
+    return 0;
 }
 
 void model_unpack(model *m) {
+    if (m->pack_writer) pthread_join(m->pack_writer->thread, NULL);
+    free(m->pack_writer);
+    m->pack_writer = NULL;
     if (m->pack_mem) munmap(m->pack_mem, m->pack_mem_bytes);
     if (m->pack_map.data) file_map_close(&m->pack_map);
     m->pack_mem = NULL, m->pack_from = PACK_NONE;
