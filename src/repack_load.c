@@ -33,7 +33,8 @@ static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
 }
 
-/* Lists the weights to pack. The token table is read by rows, so it and a tied output stay. */
+/* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below). The
+ * token table is read by rows, so it and a tied output stay. */
 static int plan_make(model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
     const int per_layer = 12, cap = m->hp.n_layer * per_layer + 1;
@@ -53,7 +54,8 @@ static int plan_make(model *m, plan *p, trit_err *err) {
     for (int k = 0; k < p->n_all; k++) {
         const weight *w = p->all[k];
         uint32_t i = 0;
-        while (i < p->n && p->src[i]->data != w->data) i++;
+        while (i < p->n && !(p->src[i]->data == w->data && p->src[i]->type == w->type && p->src[i]->n_in == w->n_in))
+            i++;
         p->slot[k] = (int)i;
         if (i < p->n) continue;
         p->src[p->n] = p->all[k];
