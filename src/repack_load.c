@@ -186,6 +186,19 @@ static pack_writer *start_writer(const uint8_t *img, uint64_t total, const char 
     return NULL;
 }
 
+/* The source rows are not read again: their pages leave this process (a mapped file's stay in the
+ * page cache, evictable; a read-in file's would be zeroed, so only when mapped). */
+static void release_sources(const model *m, const plan *p) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (!m->file->map.mapped || !pg) return;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const weight *w = p->src[i];
+        uintptr_t a = (uintptr_t)w->data, e = a + w->row_bytes * (uint64_t)w->n_out;
+        a = (a + pg - 1) / pg * pg, e = e / pg * pg;
+        if (a < e) madvise((void *)a, e - a, MADV_DONTNEED);
+    }
+}
+
 /* The cache file's directory and path for this model: -1 (why set) when there is none. */
 static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_t n_path, rc_identity *id, trit_err *why) {
     if (rc_dir(dir, n_dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
@@ -220,6 +233,7 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
         munmap(mem, p.total);
         return plan_free(&p), -1;
     }
+    release_sources(m, &p);
     if (cached && !why.msg[0]) rc_write_header(mem, &id, p.e, p.n, p.total);
     mprotect(mem, p.total, PROT_READ);
     if (cached && !why.msg[0]) m->pack_writer = start_writer(mem, p.total, dir, path, &why);
