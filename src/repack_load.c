@@ -1,6 +1,8 @@
 /* repack_load: gives a loaded model's ternary matmul weights their repacked copy (repack.h),
  * mapped from the on-disk cache (repack_cache.h) or converted on all cores. */
+#define _GNU_SOURCE /* O_TMPFILE, where the system has it */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -145,7 +147,8 @@ struct pack_writer {
     const uint8_t *img;
     uint64_t total;
     int fd;
-    char tmp[4200], path[4200];
+    int unnamed; /* fd is an O_TMPFILE: named (at tmp) only once complete */
+    char tmp[4256], path[4200];
 };
 
 static void note(const char *why) { fprintf(stderr, "trit: repack cache: %s; the repacked weights stay in memory only\n", why); }
@@ -162,23 +165,37 @@ static void *write_cache(void *arg) {
         done += (uint64_t)n;
     }
     trit_err err;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", w->fd);
     int rc = done == w->total && !fdatasync(w->fd) ? 0 : fail(&err, "%s: %s", w->tmp, errno ? strerror(errno) : "short write");
+    if (!rc && w->unnamed && linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW))
+        rc = fail(&err, "%s: %s", w->tmp, strerror(errno)), w->unnamed = 2; /* nothing to unlink */
     if (close(w->fd) && !rc) rc = fail(&err, "%s: %s", w->tmp, strerror(errno));
     if (!rc && rename(w->tmp, w->path)) rc = fail(&err, "%s: %s", w->path, strerror(errno));
-    if (rc) unlink(w->tmp), note(err.msg);
+    if (rc && w->unnamed != 2) unlink(w->tmp);
+    if (rc) note(err.msg);
     return NULL;
 }
 
 /* Starts writing img to path; the directory and the temporary file are made here, so that an
- * unusable directory is reported before the load returns. */
+ * unusable directory is reported before the load returns. Where the system has O_TMPFILE the
+ * file has no name until it is complete, so that a process killed meanwhile leaves nothing. */
 static pack_writer *start_writer(const uint8_t *img, uint64_t total, const char *dir, const char *path, trit_err *why) {
     pack_writer *w = calloc(1, sizeof *w);
     if (!w) return fail(why, "out of memory"), NULL;
-    w->img = img, w->total = total;
+    w->img = img, w->total = total, w->fd = -1;
     snprintf(w->path, sizeof w->path, "%s", path);
     if (snprintf(w->tmp, sizeof w->tmp, "%s.XXXXXX", path) >= (int)sizeof w->tmp) fail(why, "%s: name too long", path);
-    else if (!rc_mkdir(dir, why) && (w->fd = mkstemp(w->tmp)) < 0) fail(why, "%s: %s", w->tmp, strerror(errno));
-    else if (!why->msg[0]) {
+    else if (!rc_mkdir(dir, why)) {
+#ifdef O_TMPFILE
+        if ((w->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600)) >= 0) {
+            w->unnamed = 1; /* its name: unique among live processes and this one's writers */
+            snprintf(w->tmp, sizeof w->tmp, "%s.%ld.%lx", path, (long)getpid(), (unsigned long)(uintptr_t)w);
+        }
+#endif
+        if (w->fd < 0 && (w->fd = mkstemp(w->tmp)) < 0) fail(why, "%s: %s", w->tmp, strerror(errno));
+    }
+    if (!why->msg[0]) {
         if (!pthread_create(&w->thread, NULL, write_cache, w)) return w;
         write_cache(w); /* no thread: write it now */
     }
