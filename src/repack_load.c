@@ -240,7 +240,8 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
         return plan_free(&p), 0;
     }
     /* Built in anonymous memory (fast to fill, unlike a file mapping), then written out. */
-    uint8_t *mem = mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *mem = p.total <= SIZE_MAX ? mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                        : MAP_FAILED;
     if (mem == MAP_FAILED)
         return plan_free(&p), fail(err, "out of memory for %llu bytes of repacked weights", (unsigned long long)p.total);
 #ifdef MADV_HUGEPAGE
