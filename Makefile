@@ -141,7 +141,7 @@ fuzz-request: $(FUZZ_REQ_BIN)
 # CPU that has dotprod, then on one without (which must fall back to scalar). Needs
 # gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
 ARM_CC  ?= aarch64-linux-gnu-gcc
-ARM_SRC := src/kernels.c src/kernels_neon.c src/quants.c src/quants_ternary.c src/types.c src/util.c \
+ARM_SRC := src/kernels.c src/kernels_neon.c src/quants.c src/quants_ternary.c src/repack.c src/types.c src/util.c \
            tests/test_kernels.c tests/main.c
 arm-test:
 	$(MAKE) BUILD=build/arm CC=$(ARM_CC) build/arm/kernels-tests
