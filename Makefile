@@ -112,7 +112,7 @@ $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
