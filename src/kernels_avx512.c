@@ -560,14 +560,15 @@ MATMUL(mm_q8_0, K_Q8)
 
 /* ---- Repacked ternary panels (repack.h) x Q8_K. A 64-byte chunk is 4 steps of 16 rows x 4 codes;
  * vpdpbusd of a step with 4 activations of a token broadcast accumulates all 16 rows at once, so
- * no horizontal sums are needed. Per half group (128 elements) the int32 lanes start at minus the
- * token's activation sum (its 8 bsums), which cancels the +1 of the codes exactly, and end in one
- * fma with the half's 16 scales x the token scale: per lane the reference's own operations in
- * its order, so the result is bit-identical to repack_vec_dot. A tile is P panels x T tokens:
- *   - one token (decode): each step masked in place (x & 3 << 2j, code x 4^j, no shift on port 0,
- *     which vpdpbusd needs) into its own accumulator; shifted back exactly once per half;
- *   - batches: each step shifted and masked once and used for all T tokens. */
-enum { PK_DEC_P = 4, PK_P = 2, PK_T = 6 };
+ * no horizontal sums are needed. Each step is masked in place (x & 3 << 2j: code x 4^j, no shift,
+ * which would compete with vpdpbusd for its ports) into its own accumulator, shifted back exactly
+ * once per half group (128 elements). The int32 lanes start at minus the token's activation sum
+ * over the half (its 8 bsums), which cancels the +1 of the codes exactly, and end in one fma with
+ * the half's 16 scales x the token scale: per lane the reference's own operations in its order,
+ * so the result is bit-identical to repack_vec_dot. A tile is P panels x T tokens: 4 panels for
+ * one token (decode), one panel for up to PK_T tokens (batches: each masked step serves them all;
+ * 4 accumulators per token fill the registers). */
+enum { PK_DEC_P = 4, PK_T = 6 };
 
 typedef struct {
     int64_t n;
@@ -590,7 +591,6 @@ INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
 
 /* Panels p0..p0+P-1 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
 INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
-    const int M = T == 1 ? 4 : 1; /* accumulators per panel and token */
     const uint8_t *w[PK_DEC_P], *a[PK_T];
     __m512 f[PK_DEC_P][PK_T];
     UNROLL for (int p = 0; p < P; p++) w[p] = m->w + (size_t)(p0 + p) * m->w_stride;
@@ -604,7 +604,7 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
                 const __m512i neg = _mm512_set1_epi32(pk_neg_sum(a[t] + ao, h));
                 UNROLL for (int p = 0; p < P; p++) {
                     s[p][t][0] = neg;
-                    UNROLL for (int j = 1; j < M; j++) s[p][t][j] = _mm512_setzero_si512();
+                    UNROLL for (int j = 1; j < 4; j++) s[p][t][j] = _mm512_setzero_si512();
                 }
             }
             for (int c = 8 * h; c < 8 * h + 8; c++) {
@@ -617,19 +617,17 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
                     __m512i av[PK_T];
                     UNROLL for (int t = 0; t < T; t++) av[t] = _mm512_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
                     UNROLL for (int p = 0; p < P; p++) {
-                        __m512i cj = M == 4 ? _mm512_and_si512(x[p], _mm512_set1_epi8((char)(3 << 2 * j)))
-                                            : _mm512_and_si512(_mm512_srli_epi16(x[p], 2 * j), _mm512_set1_epi8(3));
-                        UNROLL for (int t = 0; t < T; t++) s[p][t][M == 4 ? j : 0] = dpbusd(s[p][t][M == 4 ? j : 0], cj, av[t]);
+                        const __m512i cj = _mm512_and_si512(x[p], _mm512_set1_epi8((char)(3 << 2 * j)));
+                        UNROLL for (int t = 0; t < T; t++) s[p][t][j] = dpbusd(s[p][t][j], cj, av[t]);
                     }
                 }
             }
             UNROLL for (int p = 0; p < P; p++) {
                 const __m512 dw = _mm512_cvtph_ps(load256(w[p] + wo + RP_CODE_BYTES + 2 * RP_ROWS * h));
                 UNROLL for (int t = 0; t < T; t++) {
-                    __m512i is = s[p][t][0];
-                    if (M == 4) /* exact: lane j holds 4^j x its sum */
-                        is = _mm512_add_epi32(_mm512_add_epi32(is, _mm512_srai_epi32(s[p][t][1], 2)),
-                                              _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4), _mm512_srai_epi32(s[p][t][3], 6)));
+                    /* exact: accumulator j holds 4^j x its sum */
+                    const __m512i is = _mm512_add_epi32(_mm512_add_epi32(s[p][t][0], _mm512_srai_epi32(s[p][t][1], 2)),
+                                                        _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4), _mm512_srai_epi32(s[p][t][3], 6)));
                     const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(((const block_q8_K *)(a[t] + ao))->d));
                     f[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), d, f[p][t]);
                 }
@@ -652,32 +650,29 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
 
 /* One function per tile shape: P and T must be constants for the accumulators to stay in registers. */
 #define PK_SHAPE(P, T) static void pk_##P##_##T(const pk_args *m, int64_t p0, int64_t t0) { pk_tile(P, T, m, p0, t0); }
-PK_SHAPE(1, 1) PK_SHAPE(4, 1)
-PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6)
-PK_SHAPE(2, 2) PK_SHAPE(2, 3) PK_SHAPE(2, 4) PK_SHAPE(2, 5) PK_SHAPE(2, 6)
+PK_SHAPE(1, 1) PK_SHAPE(4, 1) PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6)
 
 typedef void (*pk_fn)(const pk_args *, int64_t, int64_t);
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
-    static const pk_fn batch[2][PK_T - 1] = {{pk_1_2, pk_1_3, pk_1_4, pk_1_5, pk_1_6}, {pk_2_2, pk_2_3, pk_2_4, pk_2_5, pk_2_6}};
+    static const pk_fn batch[PK_T - 1] = {pk_1_2, pk_1_3, pk_1_4, pk_1_5, pk_1_6};
     const pk_args m = {n, w, w_stride, n_rows, act, act_stride, out, out_stride};
     const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS;
     if (n_rows <= 0 || n_tok <= 0) return;
+    if (n_tok == 1) {
+        int64_t p0 = 0;
+        for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, p0, 0);
+        for (; p0 < np; p0++) pk_1_1(&m, p0, 0);
+        return;
+    }
     /* Tokens in blocks of PK_T with the last two blocks balanced, so no lone token is left. */
-    for (int64_t p0 = 0; p0 < np; p0 += n_tok == 1 ? PK_DEC_P : PK_P) {
-        const int64_t pl = np - p0;
-        if (n_tok == 1) {
-            if (pl >= PK_DEC_P) pk_4_1(&m, p0, 0);
-            else for (int64_t p = p0; p < np; p++) pk_1_1(&m, p, 0);
-            continue;
-        }
+    for (int64_t p0 = 0; p0 < np; p0++)
         for (int64_t t0 = 0; t0 < n_tok;) {
             int64_t left = n_tok - t0, T = left <= PK_T ? left : left < 2 * PK_T ? (left + 1) / 2 : PK_T;
-            batch[pl >= PK_P][T - 2](&m, p0, t0);
+            batch[T - 2](&m, p0, t0);
             t0 += T;
         }
-    }
 }
 
 void kernels_avx512_init(kernel_set *s) {
