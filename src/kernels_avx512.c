@@ -572,6 +572,10 @@ MATMUL(mm_q8_0, K_Q8)
  * or 1 panel x up to PK_T tokens (batches). */
 enum { PK_DEC_P = 4, PK_T = 8 };
 
+/* Software prefetch for the panel streams: 2 KiB ahead in each of the 4 decode streams measured
+ * best of 1-16 KiB (x1.25 decode over prefetch_ahead's 8 KiB, x1.5 over none). A hint: never faults. */
+INLINE void pk_prefetch(const uint8_t *p) { _mm_prefetch((const char *)(p + 2048), _MM_HINT_T0); }
+
 typedef struct {
     int64_t n;
     const uint8_t *w;
@@ -615,7 +619,7 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
             for (int c = 8 * h; c < 8 * h + 8; c++) {
                 __m512i x[PK_DEC_P][2];
                 UNROLL for (int p = 0; p < P; p++) {
-                    prefetch_ahead(w[p] + wo + 64 * c);
+                    pk_prefetch(w[p] + wo + 64 * c);
                     x[p][0] = load512(w[p] + wo + 64 * c);
                     if (M == 2) x[p][1] = _mm512_srli_epi16(x[p][0], 4);
                 }
