@@ -256,17 +256,6 @@ MATMUL(mm_pq2_0, K_PQ2)
  * bit-identical to repack_vec_dot. */
 enum { PK_T = 4 };
 
-typedef struct {
-    int64_t n;
-    const uint8_t *w;
-    size_t w_stride;
-    int64_t n_rows;
-    const uint8_t *act;
-    size_t act_stride;
-    float *out;
-    size_t out_stride;
-} pk_args;
-
 /* Minus the sum of the token's activations over half h of block y (8 bsums of 16). */
 INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
     const __m128i b = load128(y + offsetof(block_q8_K, bsums) + 16 * h);
@@ -276,7 +265,7 @@ INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
 }
 
 /* Panel p0 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
-INLINE void pk_tile(int T, const pk_args *m, int64_t p0, int64_t t0) {
+INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
     const int M = T == 1 ? 3 : 1; /* accumulators per half panel and token */
     const uint8_t *w = m->w + (size_t)p0 * m->w_stride, *a[PK_T];
     __m256 f[2][PK_T];
@@ -326,12 +315,12 @@ INLINE void pk_tile(int T, const pk_args *m, int64_t p0, int64_t t0) {
 }
 
 /* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
-#define PK_SHAPE(T) static void pk_##T(const pk_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
 PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
-    const pk_args m = {n, w, w_stride, n_rows, act, act_stride, out, out_stride};
+    const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
     const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS;
     if (n_rows <= 0 || n_tok <= 0) return;
     for (int64_t p0 = 0; p0 < np; p0++) {

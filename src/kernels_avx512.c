@@ -577,18 +577,6 @@ enum { PK_DEC_P = 4, PK_T = 8 };
  * best of 1-16 KiB (x1.25 decode over prefetch_ahead's 8 KiB, x1.5 over none). A hint: never faults. */
 INLINE void pk_prefetch(const uint8_t *p) { _mm_prefetch((const char *)(p + 2048), _MM_HINT_T0); }
 
-typedef struct {
-    int64_t n;
-    const uint8_t *w;
-    size_t w_stride;
-    int64_t n_rows;
-    const uint8_t *act;
-    size_t act_stride;
-    float *out;
-    size_t out_stride;
-    const int32_t *neg; /* minus the activation sums, token t half k at neg[t * n / 128 + k]; NULL: computed in place */
-} pk_args;
-
 /* Minus the sum of the token's activations over half h of block y (8 bsums of 16). */
 INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
     const __m128i b = load128(y + offsetof(block_q8_K, bsums) + 16 * h);
@@ -597,8 +585,9 @@ INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-/* Panels p0..p0+P-1 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
-INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
+/* Panels p0..p0+P-1 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. neg: minus the
+ * activation sums, token t half k at neg[t * n / 128 + k], or NULL to compute them in place. */
+INLINE void pk_tile(int P, int T, const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) {
     const int M = T == 1 ? 4 : 2; /* accumulators per panel and token */
     const int64_t nh = m->n / (RP_K / 2);
     const uint8_t *w[PK_DEC_P], *a[PK_T];
@@ -611,9 +600,9 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
         for (int h = 0; h < 2; h++) {
             __m512i s[PK_DEC_P][PK_T][4];
             UNROLL for (int t = 0; t < T; t++) {
-                const __m512i neg = _mm512_set1_epi32(m->neg ? m->neg[(t0 + t) * nh + 2 * g + h] : pk_neg_sum(a[t] + ao, h));
+                const __m512i ns = _mm512_set1_epi32(neg ? neg[(t0 + t) * nh + 2 * g + h] : pk_neg_sum(a[t] + ao, h));
                 UNROLL for (int p = 0; p < P; p++) {
-                    s[p][t][0] = neg;
+                    s[p][t][0] = ns;
                     UNROLL for (int j = 1; j < M; j++) s[p][t][j] = _mm512_setzero_si512();
                 }
             }
@@ -661,10 +650,11 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
 }
 
 /* One function per tile shape: P and T must be constants for the accumulators to stay in registers. */
-#define PK_SHAPE(P, T) static void pk_##P##_##T(const pk_args *m, int64_t p0, int64_t t0) { pk_tile(P, T, m, p0, t0); }
+#define PK_SHAPE(P, T) \
+    static void pk_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { pk_tile(P, T, m, neg, p0, t0); }
 PK_SHAPE(1, 1) PK_SHAPE(4, 1) PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6) PK_SHAPE(1, 7) PK_SHAPE(1, 8)
 
-typedef void (*pk_fn)(const pk_args *, int64_t, int64_t);
+typedef void (*pk_fn)(const mm_args *, const int32_t *, int64_t, int64_t);
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
@@ -676,11 +666,11 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
     for (int64_t t = 0; neg && t < n_tok; t++)
         for (int64_t k = 0; k < nh; k++)
             neg[t * nh + k] = pk_neg_sum((const uint8_t *)act + (size_t)t * act_stride + (size_t)(k / 2) * sizeof(block_q8_K), (int)(k % 2));
-    const pk_args m = {n, w, w_stride, n_rows, act, act_stride, out, out_stride, neg};
+    const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
     if (n_tok == 1) {
         int64_t p0 = 0;
-        for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, p0, 0);
-        for (; p0 < np; p0++) pk_1_1(&m, p0, 0);
+        for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, neg, p0, 0);
+        for (; p0 < np; p0++) pk_1_1(&m, neg, p0, 0);
     } else {
         /* Panels in blocks that stay in L2 while every token block passes over them (the tokens'
          * activations then come from L1); tokens in blocks of PK_T with the last two balanced, so
@@ -689,7 +679,7 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
         for (int64_t b0 = 0; b0 < np; b0 += pb)
             for (int64_t t0 = 0; t0 < n_tok;) {
                 const int64_t left = n_tok - t0, T = left <= PK_T ? left : left < 2 * PK_T ? (left + 1) / 2 : PK_T;
-                for (int64_t p0 = b0; p0 < np && p0 < b0 + pb; p0++) batch[T - 2](&m, p0, t0);
+                for (int64_t p0 = b0; p0 < np && p0 < b0 + pb; p0++) batch[T - 2](&m, neg, p0, t0);
                 t0 += T;
             }
     }

@@ -202,17 +202,6 @@ MATMUL(mm_pq2_0, K_PQ2)
  * result is bit-identical to repack_vec_dot. */
 enum { PK_T = 4 };
 
-typedef struct {
-    int64_t n;
-    const uint8_t *w;
-    size_t w_stride;
-    int64_t n_rows;
-    const uint8_t *act;
-    size_t act_stride;
-    float *out;
-    size_t out_stride;
-} pk_args;
-
 /* Step j of 16 bytes of a chunk, (x >> 2j) & 3, or for decode (in place) x & 3 << 2j for j < 3.
  * Immediates spelled out: they must be constants. */
 INLINE int8x16_t pk_step(uint8x16_t x, int j, int in_place) {
@@ -235,7 +224,7 @@ INLINE int32x4_t pk_dot(int32x4_t s, int8x16_t c, int8x16_t a, int j) {
 }
 
 /* Panel p0 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
-INLINE void pk_tile(int T, const pk_args *m, int64_t p0, int64_t t0) {
+INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
     const int M = T == 1 ? 3 : 1; /* accumulators per 4 rows and token */
     const uint8_t *w = m->w + (size_t)p0 * m->w_stride;
     const block_q8_K *a[PK_T];
@@ -285,13 +274,13 @@ INLINE void pk_tile(int T, const pk_args *m, int64_t p0, int64_t t0) {
 }
 
 /* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
-#define PK_SHAPE(T) static void pk_##T(const pk_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
 PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
-    static void (*const tile[PK_T])(const pk_args *, int64_t, int64_t) = {pk_1, pk_2, pk_3, pk_4};
-    const pk_args m = {n, w, w_stride, n_rows, act, act_stride, out, out_stride};
+    static void (*const tile[PK_T])(const mm_args *, int64_t, int64_t) = {pk_1, pk_2, pk_3, pk_4};
+    const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
     const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS;
     if (n_rows <= 0 || n_tok <= 0) return;
     for (int64_t p0 = 0; p0 < np; p0++)
