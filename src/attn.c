@@ -207,32 +207,236 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
     }
 }
 
-static int use_avx2(void) {
+/* ---- causal prompt attention, flash style, with AVX-512 ----
+ * A unit is up to FA_ROWS query rows (consecutive positions times the query heads of one KV
+ * head, which share its keys and values) against that head's keys in blocks of FA_KEYS: each
+ * block is read once per unit, not once per row, and the scores' softmax runs online (running
+ * maximum m and sum l per row, the output rescaled when m grows). Scores are kept transposed,
+ * s[key][row], so that a vector holds 16 rows: maxima, exponentials and sums need no horizontal
+ * reductions, and s[key][row] is the broadcast operand of the value products. f32 throughout,
+ * so within float rounding of attend_plain (another summation order, a polynomial exp). */
+#define FA_ROWS 32
+#define FA_KEYS 64
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
+#define UNROLL _Pragma("GCC unroll 8") /* the accumulator arrays must live in registers */
+
+/* e^x for x <= 0 to within an ulp or two: x = n ln2 + r, |r| <= ln2/2, degree 7 Taylor series
+ * of e^r (truncation below 1e-8 relative), scaled by 2^n. Results under FLT_MIN are exactly 0,
+ * which also makes e^-inf 0 and keeps subnormals (slow on many cores) out of the sums. */
+AVX512_INLINE __m512 exp_nonpos(__m512 x) {
+    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_lo), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
+}
+
+/* Keys or values j0..j0+n of one KV head (row 0 at `at`) as f32 rows of hd, zero up to n8. */
+AVX512 static void fa_load(const kv_cache *c, const void *base, size_t at, int j0, int n, int n8, float *dst) {
+    int hd = c->head_dim;
+    size_t kvdim = (size_t)c->n_head_kv * hd;
+    for (int j = 0; j < n; j++) {
+        size_t row = at + (size_t)(j0 + j) * kvdim;
+        if (c->f16) {
+            const uint16_t *src = (const uint16_t *)base + row;
+            for (int i = 0; i < hd; i += 16)
+                _mm512_storeu_ps(dst + (size_t)j * hd + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+        } else {
+            memcpy(dst + (size_t)j * hd, (const float *)base + row, (size_t)hd * sizeof(float));
+        }
+    }
+    memset(dst + (size_t)n * hd, 0, (size_t)(n8 - n) * hd * sizeof(float));
+}
+
+/* s[j][r] = scale * q_r · k_j for keys j < n8 (a multiple of 8), rows in nv vectors of 16. */
+AVX512_INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float scale, float *s, int nv) {
+    for (int j = 0; j < n8; j += 8) {
+        __m512 acc[8][2];
+        UNROLL for (int k = 0; k < 8; k++) acc[k][0] = acc[k][1] = _mm512_setzero_ps();
+        const float *kr = kf + (size_t)j * hd;
+        for (int d = 0; d < hd; d++) {
+            __m512 q0 = _mm512_loadu_ps(qt + d * FA_ROWS), q1 = nv > 1 ? _mm512_loadu_ps(qt + d * FA_ROWS + 16) : q0;
+            UNROLL for (int k = 0; k < 8; k++) {
+                __m512 kb = _mm512_set1_ps(kr[(size_t)k * hd + d]);
+                acc[k][0] = _mm512_fmadd_ps(kb, q0, acc[k][0]);
+                if (nv > 1) acc[k][1] = _mm512_fmadd_ps(kb, q1, acc[k][1]);
+            }
+        }
+        UNROLL for (int k = 0; k < 8; k++)
+            UNROLL for (int v = 0; v < nv; v++) _mm512_storeu_ps(s + (j + k) * FA_ROWS + 16 * v, _mm512_mul_ps(acc[k][v], _mm512_set1_ps(scale)));
+    }
+}
+
+/* o[r] = o[r] * alpha[r] + Σ_j p[j][r] v_j for 8 rows from r0 and w vectors of columns from c0. */
+AVX512_INLINE void fa_values_tile(float *o, const float *vf, const float *p, const float *alpha, int hd, int n, int r0,
+                                  int c0, int w) {
+    __m512 acc[8][2];
+    UNROLL for (int i = 0; i < 8; i++)
+        UNROLL for (int x = 0; x < w; x++)
+            acc[i][x] = _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x), _mm512_set1_ps(alpha[r0 + i]));
+    for (int j = 0; j < n; j++) {
+        __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * hd + c0), v1 = w > 1 ? _mm512_loadu_ps(vf + (size_t)j * hd + c0 + 16) : v0;
+        UNROLL for (int i = 0; i < 8; i++) {
+            __m512 pb = _mm512_set1_ps(p[j * FA_ROWS + r0 + i]);
+            acc[i][0] = _mm512_fmadd_ps(pb, v0, acc[i][0]);
+            if (w > 1) acc[i][1] = _mm512_fmadd_ps(pb, v1, acc[i][1]);
+        }
+    }
+    UNROLL for (int i = 0; i < 8; i++)
+        UNROLL for (int x = 0; x < w; x++) _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
+}
+
+/* One unit: nr rows (row r is position pos0 + r / group, query head kvh * group + r % group) of
+ * q and out (row strides qdim), rows in nv vectors. head_dim is a multiple of 16. */
+AVX512_INLINE void fa_unit(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int nr,
+                           float *scratch, int nv) {
+    int hd = c->head_dim, group = c->n_head / c->n_head_kv, qdim = c->n_head * hd, lanes = 16 * nv;
+    size_t head = (size_t)il * c->n_ctx * c->n_head_kv * hd + (size_t)kvh * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *qt = scratch, *s = qt + (size_t)hd * FA_ROWS, *o = s + FA_KEYS * FA_ROWS, *kf = o + (size_t)FA_ROWS * hd;
+    float *vf = kf + (size_t)FA_KEYS * hd, *alpha = vf + (size_t)FA_KEYS * hd;
+    int32_t pos[FA_ROWS];
+    for (int r = 0; r < lanes; r++) { /* rows past nr repeat the last one; their results are dropped */
+        int rr = r < nr ? r : nr - 1;
+        const float *qr = q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
+        pos[r] = pos0 + rr / group;
+        for (int d = 0; d < hd; d++) qt[d * FA_ROWS + r] = qr[d];
+    }
+    memset(o, 0, (size_t)lanes * hd * sizeof(float));
+    __m512 m[2], l[2], posv[2];
+    for (int v = 0; v < nv; v++) {
+        m[v] = _mm512_set1_ps(-INFINITY), l[v] = _mm512_setzero_ps();
+        posv[v] = _mm512_castsi512_ps(_mm512_loadu_si512(pos + 16 * v));
+    }
+    int first = pos0, n_keys = pos[nr - 1] + 1;
+    for (int j0 = 0; j0 < n_keys; j0 += FA_KEYS) {
+        int n = n_keys - j0 < FA_KEYS ? n_keys - j0 : FA_KEYS, n8 = (n + 7) & ~7;
+        fa_load(c, c->k, head, j0, n, n8, kf);
+        fa_load(c, c->v, head, j0, n, n, vf);
+        fa_scores(qt, kf, hd, n8, scale, s, nv);
+        int masked = j0 + n8 - 1 > first; /* some key of the block lies past some row's position */
+        for (int v = 0; v < nv; v++) {
+            __m512i pv = _mm512_castps_si512(posv[v]);
+            __m512 mx = m[v];
+            for (int j = 0; j < n8; j++) {
+                __m512 x = _mm512_loadu_ps(s + j * FA_ROWS + 16 * v);
+                if (masked) {
+                    x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j), pv), _mm512_set1_ps(-INFINITY));
+                    _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, x);
+                }
+                mx = _mm512_max_ps(mx, x);
+            }
+            __m512 a = exp_nonpos(_mm512_sub_ps(m[v], mx)), sum = _mm512_setzero_ps();
+            for (int j = 0; j < n; j++) {
+                __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx));
+                _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            l[v] = _mm512_fmadd_ps(l[v], a, sum), m[v] = mx;
+            _mm512_storeu_ps(alpha + 16 * v, a);
+        }
+        for (int r0 = 0; r0 < lanes; r0 += 8) {
+            int c0 = 0;
+            for (; c0 + 32 <= hd; c0 += 32) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 2);
+            if (c0 < hd) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 1);
+        }
+    }
+    float inv[FA_ROWS];
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(inv + 16 * v, _mm512_div_ps(_mm512_set1_ps(1.0f), l[v]));
+    for (int r = 0; r < nr; r++) {
+        float *orow = out + (size_t)(r / group) * qdim + (size_t)(kvh * group + r % group) * hd;
+        __m512 iv = _mm512_set1_ps(inv[r]);
+        for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)r * hd + d), iv));
+    }
+}
+
+AVX512 static void fa_unit_avx512(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int nr, float *scratch) {
+    if (nr > 16) fa_unit(c, il, kvh, q, out, pos0, nr, scratch, 2);
+    else fa_unit(c, il, kvh, q, out, pos0, nr, scratch, 1);
+}
+
+static int cpu_level(void) {
     const char *k = kernels_get()->name;
-    return !strcmp(k, "avx2") || !strcmp(k, "avx512");
+    return !strcmp(k, "avx512") ? KV_AVX512 : !strcmp(k, "avx2") ? KV_AVX2 : KV_PORTABLE;
 }
 #else
-static int use_avx2(void) { return 0; }
+static int cpu_level(void) { return KV_PORTABLE; }
 #define attend_f16_avx2 attend_f16
 #define attend_plain_avx2 attend_plain
+#define fa_unit_avx512(c, il, kvh, q, out, pos0, nr, scratch) ((void)0)
+#define FA_ROWS 32
+#define FA_KEYS 64
 #endif
 
-static int simd;
-static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
-static void simd_init(void) { simd = use_avx2(); }
+size_t kv_attend_scratch(int n_ctx, int head_dim) {
+    size_t per_head = (size_t)n_ctx > 2 * (size_t)head_dim ? (size_t)n_ctx : 2 * (size_t)head_dim;
+    size_t flash = (size_t)head_dim * (2 * FA_ROWS + 2 * FA_KEYS) + (size_t)FA_KEYS * FA_ROWS + FA_ROWS;
+    return per_head > flash ? per_head : flash;
+}
+
+static int level;
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+static void level_init(void) { level = cpu_level(); }
+
+int kv_attend_level(void) {
+    pthread_once(&level_once, level_init);
+    return level;
+}
 
 static void attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch,
                         int batch, int fast) {
-    pthread_once(&lut_once, lut_init);
     if (c->f16 && batch < KV_TILED_BATCH) (fast ? attend_f16_avx2 : attend_f16)(c, il, h, q, n_keys, out, scratch);
     else (fast && c->head_dim % 8 == 0 ? attend_plain_avx2 : attend_plain)(c, il, h, q, n_keys, out, scratch);
 }
 
-void kv_attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch) {
-    pthread_once(&simd_once, simd_init);
-    attend_head(c, il, h, q, n_keys, out, scratch, batch, simd);
+/* Whether a unit of cost w that starts after `done` of `total` work is thread ith's: each thread
+ * takes the units whose middle falls in its nth of the work, so shares are contiguous and even
+ * however uneven the units (the causal triangle makes later positions dearer). */
+static int mine(int64_t done, int64_t w, int64_t total, int ith, int nth) {
+    int64_t owner = (2 * done + w) * nth / (2 * total);
+    return (owner < nth ? owner : nth - 1) == ith;
 }
 
-void kv_attend_head_ref(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch, int batch) {
-    attend_head(c, il, h, q, n_keys, out, scratch, batch, 0);
+void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) {
+    const kv_cache *c = sp->c;
+    int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
+    pthread_once(&lut_once, lut_init);
+    int exact = c->f16 && sp->batch < KV_TILED_BATCH;
+    if (lvl >= KV_AVX512 && !exact && hd % 16 == 0 && group <= FA_ROWS) {
+        int per = FA_ROWS / group; /* positions per unit */
+        int64_t total = 0, done = 0;
+        for (int t = 0; t < sp->nq; t += per) {
+            int np = sp->nq - t < per ? sp->nq - t : per;
+            total += (int64_t)c->n_head_kv * np * group * (sp->pos0 + t + np);
+        }
+        for (int t = 0; t < sp->nq; t += per) {
+            int np = sp->nq - t < per ? sp->nq - t : per;
+            int64_t w = (int64_t)np * group * (sp->pos0 + t + np);
+            for (int kvh = 0; kvh < c->n_head_kv; kvh++, done += w)
+                if (mine(done, w, total, ith, nth))
+                    fa_unit_avx512(c, sp->il, kvh, sp->q + (size_t)t * qdim, sp->out + (size_t)t * qdim, sp->pos0 + t,
+                                   np * group, scratch);
+        }
+        return;
+    }
+    int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
+    for (int t = 0; t < sp->nq; t++)
+        for (int h = 0; h < nh; h++, done += sp->pos0 + t + 1)
+            if (mine(done, sp->pos0 + t + 1, total, ith, nth)) {
+                size_t at = (size_t)t * qdim + (size_t)h * hd;
+                attend_head(c, sp->il, h, sp->q + at, sp->pos0 + t + 1, sp->out + at, scratch, sp->batch, lvl >= KV_AVX2);
+            }
 }
+
+void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) { kv_attend_at(sp, kv_attend_level(), ith, nth, scratch); }
