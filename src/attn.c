@@ -122,13 +122,15 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
  * is many times faster, and a decode step spends most of its time here once matmuls batch. Used
  * only when kernels_get chose avx2 or avx512, which checked the CPU for these extensions. */
 #include <immintrin.h>
+#define F16_AHEAD 8 /* keys */
+#define UNROLL _Pragma("GCC unroll 8") /* accumulator arrays must live in registers, not on the stack */
 #define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
 
 __attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int np = n & ~31;
     for (int i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++) {
+        UNROLL for (int j = 0; j < 4; j++) {
             __m256 k = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * j)));
             acc[j] = _mm256_fmadd_ps(k, _mm256_loadu_ps(yq + i + 8 * j), acc[j]);
         }
@@ -151,6 +153,11 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(const kv_ca
     for (int i = 0; i < hd; i++) qq[i] = H2F(f32_to_f16(qh[i])), acc[i] = 0;
     float S = 0, M = -INFINITY;
     for (int j = 0; j < n_keys; j++) {
+        if (j + F16_AHEAD < n_keys) /* a long cache comes from memory: ask for rows before they are due */
+            for (int i = 0; i < hd; i += 32) {
+                _mm_prefetch((const char *)(kc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(vc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
+            }
         float sc = dot_f16_avx2(kc + (size_t)j * kvdim, qq, hd) * scale;
         float ms = 1, vs = 1;
         if (sc > M) {
@@ -219,7 +226,6 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
 #define FA_KEYS 64
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
-#define UNROLL _Pragma("GCC unroll 8") /* the accumulator arrays must live in registers */
 
 /* e^x for x <= 0 to within an ulp or two: x = n ln2 + r, |r| <= ln2/2, degree 7 Taylor series
  * of e^r (truncation below 1e-8 relative), scaled by 2^n. Results under FLT_MIN are exactly 0,
@@ -346,7 +352,7 @@ AVX512_INLINE void fa_unit(const kv_cache *c, int il, int kvh, const float *q, f
             l[v] = _mm512_fmadd_ps(l[v], a, sum), m[v] = mx;
             _mm512_storeu_ps(alpha + 16 * v, a);
         }
-        for (int r0 = 0; r0 < lanes; r0 += 8) {
+        for (int r0 = 0; r0 < nr; r0 += 8) { /* rows past nr need no values */
             int c0 = 0;
             for (; c0 + 32 <= hd; c0 += 32) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 2);
             if (c0 < hd) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 1);
