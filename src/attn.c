@@ -116,6 +116,11 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
     }
 }
 
+/* Flash attention's shape (below): */
+#define FA_ROWS 32 /* query rows of a tile: two vectors of 16 */
+#define FA_KEYS 64 /* keys of a block */
+#define FA_TILES 4 /* tiles that share each converted block of keys and values */
+
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
  * (fused multiply-adds, round-to-nearest-even f16 conversions), so the results are identical; it
@@ -222,8 +227,6 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
  * s[key][row], so that a vector holds 16 rows: maxima, exponentials and sums need no horizontal
  * reductions, and s[key][row] is the broadcast operand of the value products. f32 throughout,
  * so within float rounding of attend_plain (another summation order, a polynomial exp). */
-#define FA_ROWS 32
-#define FA_KEYS 64
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
 
@@ -303,73 +306,97 @@ AVX512_INLINE void fa_values_tile(float *o, const float *vf, const float *p, con
         UNROLL for (int x = 0; x < w; x++) _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
 }
 
-/* One unit: nr rows (row r is position pos0 + r / group, query head kvh * group + r % group) of
- * q and out (row strides qdim), rows in nv vectors. head_dim is a multiple of 16. */
-AVX512_INLINE void fa_unit(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int nr,
-                           float *scratch, int nv) {
-    int hd = c->head_dim, group = c->n_head / c->n_head_kv, qdim = c->n_head * hd, lanes = 16 * nv;
+/* A tile: up to FA_ROWS query rows (row r is position pos + r / group, query head
+ * kvh * group + r % group), their transposed queries qt[d][r], output accumulators o[r][d] and
+ * running maxima and sums. */
+typedef struct {
+    const float *q;
+    float *out, *qt, *o, *m, *l;
+    int32_t pos[FA_ROWS];
+    int nr, n_keys;
+} fa_tile;
+
+/* One tile against keys j0..j0+n (kf, vf: f32 rows, kf zero up to n8), rows in nv vectors. */
+AVX512_INLINE void fa_block(fa_tile *t, const float *kf, const float *vf, int j0, int n, int n8, int hd, float scale,
+                            float *s, float *alpha, int nv) {
+    fa_scores(t->qt, kf, hd, n8, scale, s, nv);
+    int masked = j0 + n8 - 1 > t->pos[0]; /* some key of the block lies past some row's position */
+    for (int v = 0; v < nv; v++) {
+        __m512i pv = _mm512_loadu_si512(t->pos + 16 * v);
+        __m512 m = _mm512_loadu_ps(t->m + 16 * v), mx = m;
+        for (int j = 0; j < n8; j++) {
+            __m512 x = _mm512_loadu_ps(s + j * FA_ROWS + 16 * v);
+            if (masked) {
+                x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j), pv), _mm512_set1_ps(-INFINITY));
+                _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, x);
+            }
+            mx = _mm512_max_ps(mx, x);
+        }
+        __m512 a = exp_nonpos(_mm512_sub_ps(m, mx)), sum = _mm512_setzero_ps();
+        for (int j = 0; j < n; j++) {
+            __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx));
+            _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        _mm512_storeu_ps(t->l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(t->l + 16 * v), a, sum));
+        _mm512_storeu_ps(t->m + 16 * v, mx);
+        _mm512_storeu_ps(alpha + 16 * v, a);
+    }
+    for (int r0 = 0; r0 < t->nr; r0 += 8) { /* rows past nr need no values */
+        int c0 = 0;
+        for (; c0 + 32 <= hd; c0 += 32) fa_values_tile(t->o, vf, s, alpha, hd, n, r0, c0, 2);
+        if (c0 < hd) fa_values_tile(t->o, vf, s, alpha, hd, n, r0, c0, 1);
+    }
+}
+
+/* Up to FA_TILES tiles of KV head kvh, np positions from pos0 (q, out at pos0), per positions a
+ * tile: each block of keys and values is converted once for all of them. head_dim is a multiple
+ * of 16. */
+AVX512 static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int np, int per,
+                            float *scratch) {
+    int hd = c->head_dim, group = c->n_head / c->n_head_kv, qdim = c->n_head * hd, nt = (np + per - 1) / per;
     size_t head = (size_t)il * c->n_ctx * c->n_head_kv * hd + (size_t)kvh * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    float *qt = scratch, *s = qt + (size_t)hd * FA_ROWS, *o = s + FA_KEYS * FA_ROWS, *kf = o + (size_t)FA_ROWS * hd;
-    float *vf = kf + (size_t)FA_KEYS * hd, *alpha = vf + (size_t)FA_KEYS * hd;
-    int32_t pos[FA_ROWS];
-    for (int r = 0; r < lanes; r++) { /* rows past nr repeat the last one; their results are dropped */
-        int rr = r < nr ? r : nr - 1;
-        const float *qr = q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
-        pos[r] = pos0 + rr / group;
-        for (int d = 0; d < hd; d++) qt[d * FA_ROWS + r] = qr[d];
+    float *s = scratch, *alpha = s + FA_KEYS * FA_ROWS, *kf = alpha + FA_ROWS, *vf = kf + (size_t)FA_KEYS * hd;
+    float *state = vf + (size_t)FA_KEYS * hd;
+    fa_tile tiles[FA_TILES];
+    int n_keys = 0;
+    for (int i = 0; i < nt; i++) {
+        fa_tile *t = &tiles[i];
+        int first = i * per, npos = np - first < per ? np - first : per;
+        t->q = q + (size_t)first * qdim, t->out = out + (size_t)first * qdim, t->nr = npos * group;
+        t->qt = state + (size_t)i * (2 * hd * FA_ROWS + 2 * FA_ROWS), t->o = t->qt + (size_t)hd * FA_ROWS;
+        t->m = t->o + (size_t)FA_ROWS * hd, t->l = t->m + FA_ROWS;
+        for (int r = 0; r < FA_ROWS; r++) { /* rows past nr repeat the last one; their results are dropped */
+            int rr = r < t->nr ? r : t->nr - 1;
+            const float *qr = t->q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
+            t->pos[r] = pos0 + first + rr / group;
+            for (int d = 0; d < hd; d++) t->qt[d * FA_ROWS + r] = qr[d];
+            t->m[r] = -INFINITY, t->l[r] = 0;
+        }
+        memset(t->o, 0, (size_t)FA_ROWS * hd * sizeof(float));
+        n_keys = t->n_keys = t->pos[t->nr - 1] + 1;
     }
-    memset(o, 0, (size_t)lanes * hd * sizeof(float));
-    __m512 m[2], l[2], posv[2];
-    for (int v = 0; v < nv; v++) {
-        m[v] = _mm512_set1_ps(-INFINITY), l[v] = _mm512_setzero_ps();
-        posv[v] = _mm512_castsi512_ps(_mm512_loadu_si512(pos + 16 * v));
-    }
-    int first = pos0, n_keys = pos[nr - 1] + 1;
     for (int j0 = 0; j0 < n_keys; j0 += FA_KEYS) {
         int n = n_keys - j0 < FA_KEYS ? n_keys - j0 : FA_KEYS, n8 = (n + 7) & ~7;
         fa_load(c, c->k, head, j0, n, n8, kf);
         fa_load(c, c->v, head, j0, n, n, vf);
-        fa_scores(qt, kf, hd, n8, scale, s, nv);
-        int masked = j0 + n8 - 1 > first; /* some key of the block lies past some row's position */
-        for (int v = 0; v < nv; v++) {
-            __m512i pv = _mm512_castps_si512(posv[v]);
-            __m512 mx = m[v];
-            for (int j = 0; j < n8; j++) {
-                __m512 x = _mm512_loadu_ps(s + j * FA_ROWS + 16 * v);
-                if (masked) {
-                    x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j), pv), _mm512_set1_ps(-INFINITY));
-                    _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, x);
-                }
-                mx = _mm512_max_ps(mx, x);
-            }
-            __m512 a = exp_nonpos(_mm512_sub_ps(m[v], mx)), sum = _mm512_setzero_ps();
-            for (int j = 0; j < n; j++) {
-                __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx));
-                _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, p);
-                sum = _mm512_add_ps(sum, p);
-            }
-            l[v] = _mm512_fmadd_ps(l[v], a, sum), m[v] = mx;
-            _mm512_storeu_ps(alpha + 16 * v, a);
-        }
-        for (int r0 = 0; r0 < nr; r0 += 8) { /* rows past nr need no values */
-            int c0 = 0;
-            for (; c0 + 32 <= hd; c0 += 32) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 2);
-            if (c0 < hd) fa_values_tile(o, vf, s, alpha, hd, n, r0, c0, 1);
+        for (int i = 0; i < nt; i++) {
+            fa_tile *t = &tiles[i];
+            if (t->n_keys <= j0) continue;
+            int tn = t->n_keys - j0 < n ? t->n_keys - j0 : n, tn8 = (tn + 7) & ~7;
+            if (t->nr > 16) fa_block(t, kf, vf, j0, tn, tn8, hd, scale, s, alpha, 2);
+            else fa_block(t, kf, vf, j0, tn, tn8, hd, scale, s, alpha, 1);
         }
     }
-    float inv[FA_ROWS];
-    for (int v = 0; v < nv; v++) _mm512_storeu_ps(inv + 16 * v, _mm512_div_ps(_mm512_set1_ps(1.0f), l[v]));
-    for (int r = 0; r < nr; r++) {
-        float *orow = out + (size_t)(r / group) * qdim + (size_t)(kvh * group + r % group) * hd;
-        __m512 iv = _mm512_set1_ps(inv[r]);
-        for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)r * hd + d), iv));
+    for (int i = 0; i < nt; i++) {
+        fa_tile *t = &tiles[i];
+        for (int r = 0; r < t->nr; r++) {
+            float *orow = t->out + (size_t)(r / group) * qdim + (size_t)(kvh * group + r % group) * hd;
+            __m512 iv = _mm512_set1_ps(1.0f / t->l[r]);
+            for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(t->o + (size_t)r * hd + d), iv));
+        }
     }
-}
-
-AVX512 static void fa_unit_avx512(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int nr, float *scratch) {
-    if (nr > 16) fa_unit(c, il, kvh, q, out, pos0, nr, scratch, 2);
-    else fa_unit(c, il, kvh, q, out, pos0, nr, scratch, 1);
 }
 
 static int cpu_level(void) {
@@ -380,14 +407,12 @@ static int cpu_level(void) {
 static int cpu_level(void) { return KV_PORTABLE; }
 #define attend_f16_avx2 attend_f16
 #define attend_plain_avx2 attend_plain
-#define fa_unit_avx512(c, il, kvh, q, out, pos0, nr, scratch) ((void)0)
-#define FA_ROWS 32
-#define FA_KEYS 64
+#define fa_tiles(c, il, kvh, q, out, pos0, np, per, scratch) ((void)0)
 #endif
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t per_head = (size_t)n_ctx > 2 * (size_t)head_dim ? (size_t)n_ctx : 2 * (size_t)head_dim;
-    size_t flash = (size_t)head_dim * (2 * FA_ROWS + 2 * FA_KEYS) + (size_t)FA_KEYS * FA_ROWS + FA_ROWS;
+    size_t hd = (size_t)head_dim, per_head = (size_t)n_ctx > 2 * hd ? (size_t)n_ctx : 2 * hd;
+    size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
 
@@ -414,25 +439,36 @@ static int mine(int64_t done, int64_t w, int64_t total, int ith, int nth) {
     return (owner < nth ? owner : nth - 1) == ith;
 }
 
+/* Work of tile i (per positions a tile): its rows times the keys of its last row. */
+static int64_t tile_cost(const kv_span *sp, int i, int per, int group) {
+    int np = sp->nq - i * per < per ? sp->nq - i * per : per;
+    return (int64_t)np * group * (sp->pos0 + i * per + np);
+}
+
 void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) {
     const kv_cache *c = sp->c;
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
     pthread_once(&lut_once, lut_init);
     int exact = c->f16 && sp->batch < KV_TILED_BATCH;
     if (lvl >= KV_AVX512 && !exact && hd % 16 == 0 && group <= FA_ROWS) {
-        int per = FA_ROWS / group; /* positions per unit */
+        /* units: a tile of one KV head, KV head after KV head; a thread's tiles of one KV head
+         * go FA_TILES at a time */
+        int per = FA_ROWS / group, nt = (sp->nq + per - 1) / per;
         int64_t total = 0, done = 0;
-        for (int t = 0; t < sp->nq; t += per) {
-            int np = sp->nq - t < per ? sp->nq - t : per;
-            total += (int64_t)c->n_head_kv * np * group * (sp->pos0 + t + np);
-        }
-        for (int t = 0; t < sp->nq; t += per) {
-            int np = sp->nq - t < per ? sp->nq - t : per;
-            int64_t w = (int64_t)np * group * (sp->pos0 + t + np);
-            for (int kvh = 0; kvh < c->n_head_kv; kvh++, done += w)
-                if (mine(done, w, total, ith, nth))
-                    fa_unit_avx512(c, sp->il, kvh, sp->q + (size_t)t * qdim, sp->out + (size_t)t * qdim, sp->pos0 + t,
-                                   np * group, scratch);
+        for (int i = 0; i < nt; i++) total += tile_cost(sp, i, per, group) * c->n_head_kv;
+        for (int kvh = 0; kvh < c->n_head_kv; kvh++) {
+            int lo = nt, hi = 0;
+            for (int i = 0; i < nt; i++) {
+                int64_t w = tile_cost(sp, i, per, group);
+                if (mine(done, w, total, ith, nth)) lo = i < lo ? i : lo, hi = i + 1;
+                done += w;
+            }
+            for (int i = lo; i < hi; i += FA_TILES) {
+                int np = ((hi - i < FA_TILES ? hi - i : FA_TILES)) * per;
+                np = np < sp->nq - i * per ? np : sp->nq - i * per;
+                fa_tiles(c, sp->il, kvh, sp->q + (size_t)i * per * qdim, sp->out + (size_t)i * per * qdim, sp->pos0 + i * per,
+                         np, per, scratch);
+            }
         }
         return;
     }
