@@ -128,7 +128,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
  * only when kernels_get chose avx2 or avx512, which checked the CPU for these extensions. */
 #include <immintrin.h>
 #define F16_AHEAD 8 /* keys */
-#define UNROLL _Pragma("GCC unroll 8") /* accumulator arrays must live in registers, not on the stack */
+#define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
 #define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
 
 __attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
@@ -306,6 +306,26 @@ AVX512_INLINE void fa_values_tile(float *o, const float *vf, const float *p, con
         UNROLL for (int x = 0; x < w; x++) _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
 }
 
+/* r[i] = row i of a 16 x 16 block in, column i out: pairs, quads, then 128-bit quarters. */
+AVX512_INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    UNROLL for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    UNROLL for (int i = 0; i < 16; i += 4)
+        UNROLL for (int k = 0; k < 2; k++) {
+            __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
+            r[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+            r[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        }
+    /* r[4g + k] now holds, in quarter c, column 4c + k of rows 4g..4g+3 */
+    UNROLL for (int k = 0; k < 4; k++) {
+        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x44), u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xee);
+        __m512 v0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x44), v1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xee);
+        t[k] = _mm512_shuffle_f32x4(u0, v0, 0x88), t[4 + k] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(u1, v1, 0x88), t[12 + k] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
+    }
+    UNROLL for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
 /* A tile: up to FA_ROWS query rows (row r is position pos + r / group, query head
  * kvh * group + r % group), their transposed queries qt[d][r], output accumulators o[r][d] and
  * running maxima and sums. */
@@ -367,13 +387,20 @@ AVX512 static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, 
         t->q = q + (size_t)first * qdim, t->out = out + (size_t)first * qdim, t->nr = npos * group;
         t->qt = state + (size_t)i * (2 * hd * FA_ROWS + 2 * FA_ROWS), t->o = t->qt + (size_t)hd * FA_ROWS;
         t->m = t->o + (size_t)FA_ROWS * hd, t->l = t->m + FA_ROWS;
+        const float *qr[FA_ROWS];
         for (int r = 0; r < FA_ROWS; r++) { /* rows past nr repeat the last one; their results are dropped */
             int rr = r < t->nr ? r : t->nr - 1;
-            const float *qr = t->q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
+            qr[r] = t->q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
             t->pos[r] = pos0 + first + rr / group;
-            for (int d = 0; d < hd; d++) t->qt[d * FA_ROWS + r] = qr[d];
             t->m[r] = -INFINITY, t->l[r] = 0;
         }
+        for (int r0 = 0; r0 < FA_ROWS; r0 += 16)
+            for (int d0 = 0; d0 < hd; d0 += 16) {
+                __m512 b[16];
+                UNROLL for (int r = 0; r < 16; r++) b[r] = _mm512_loadu_ps(qr[r0 + r] + d0);
+                transpose16(b);
+                UNROLL for (int d = 0; d < 16; d++) _mm512_storeu_ps(t->qt + (size_t)(d0 + d) * FA_ROWS + r0, b[d]);
+            }
         memset(t->o, 0, (size_t)FA_ROWS * hd * sizeof(float));
         n_keys = t->n_keys = t->pos[t->nr - 1] + 1;
     }
