@@ -120,6 +120,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 #define FA_ROWS 32 /* query rows of a tile: two vectors of 16 */
 #define FA_KEYS 64 /* keys of a block */
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
+#define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
@@ -394,14 +395,14 @@ AVX512 static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, 
             t->pos[r] = pos0 + first + rr / group;
             t->m[r] = -INFINITY, t->l[r] = 0;
         }
-        for (int r0 = 0; r0 < FA_ROWS; r0 += 16)
+        for (int r0 = 0; r0 < t->nr; r0 += 16) /* the vectors that hold rows */
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 __m512 b[16];
                 UNROLL for (int r = 0; r < 16; r++) b[r] = _mm512_loadu_ps(qr[r0 + r] + d0);
                 transpose16(b);
                 UNROLL for (int d = 0; d < 16; d++) _mm512_storeu_ps(t->qt + (size_t)(d0 + d) * FA_ROWS + r0, b[d]);
             }
-        memset(t->o, 0, (size_t)FA_ROWS * hd * sizeof(float));
+        memset(t->o, 0, (size_t)((t->nr + 7) & ~7) * hd * sizeof(float));
         n_keys = t->n_keys = t->pos[t->nr - 1] + 1;
     }
     for (int j0 = 0; j0 < n_keys; j0 += FA_KEYS) {
@@ -477,7 +478,9 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
     pthread_once(&lut_once, lut_init);
     int exact = c->f16 && sp->batch < KV_TILED_BATCH;
-    if (lvl >= KV_AVX512 && !exact && hd % 16 == 0 && group <= FA_ROWS) {
+    /* a single query over a short cache (decode with an f32 cache) sets up less per head */
+    int short_single = sp->nq == 1 && sp->pos0 + 1 < FA_MIN_SINGLE_KEYS;
+    if (lvl >= KV_AVX512 && !exact && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
         /* units: a tile of one KV head, KV head after KV head; a thread's tiles of one KV head
          * go FA_TILES at a time */
         int per = FA_ROWS / group, nt = (sp->nq + per - 1) / per;
