@@ -269,8 +269,10 @@ AVX512 static void fa_load(const kv_cache *c, const void *base, size_t at, int j
     memset(dst + (size_t)n * hd, 0, (size_t)(n8 - n) * hd * sizeof(float));
 }
 
-/* s[j][r] = scale * q_r · k_j for keys j < n8 (a multiple of 8), rows in nv vectors of 16. */
-AVX512_INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float scale, float *s, int nv) {
+/* s[j][r] = scale * q_r · k_j for keys j < n8 (a multiple of 8), rows in nv vectors of 16, with
+ * -inf where key j0 + j lies past row r's position (when masked); mx[v] = max(mx[v], s[.][v]). */
+AVX512_INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float scale, float *s, int nv,
+                             const int32_t *pos, int j0, int masked, __m512 mx[2]) {
     for (int j = 0; j < n8; j += 8) {
         __m512 acc[8][2];
         UNROLL for (int k = 0; k < 8; k++) acc[k][0] = acc[k][1] = _mm512_setzero_ps();
@@ -283,8 +285,15 @@ AVX512_INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, f
                 if (nv > 1) acc[k][1] = _mm512_fmadd_ps(kb, q1, acc[k][1]);
             }
         }
-        UNROLL for (int k = 0; k < 8; k++)
-            UNROLL for (int v = 0; v < nv; v++) _mm512_storeu_ps(s + (j + k) * FA_ROWS + 16 * v, _mm512_mul_ps(acc[k][v], _mm512_set1_ps(scale)));
+        UNROLL for (int v = 0; v < nv; v++) {
+            __m512i pv = _mm512_loadu_si512(pos + 16 * v);
+            UNROLL for (int k = 0; k < 8; k++) {
+                __m512 x = _mm512_mul_ps(acc[k][v], _mm512_set1_ps(scale));
+                if (masked) x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j + k), pv), _mm512_set1_ps(-INFINITY));
+                mx[v] = _mm512_max_ps(mx[v], x);
+                _mm512_storeu_ps(s + (j + k) * FA_ROWS + 16 * v, x);
+            }
+        }
     }
 }
 
@@ -340,27 +349,19 @@ typedef struct {
 /* One tile against keys j0..j0+n (kf, vf: f32 rows, kf zero up to n8), rows in nv vectors. */
 AVX512_INLINE void fa_block(fa_tile *t, const float *kf, const float *vf, int j0, int n, int n8, int hd, float scale,
                             float *s, float *alpha, int nv) {
-    fa_scores(t->qt, kf, hd, n8, scale, s, nv);
+    __m512 m[2], mx[2];
+    for (int v = 0; v < nv; v++) mx[v] = m[v] = _mm512_loadu_ps(t->m + 16 * v);
     int masked = j0 + n8 - 1 > t->pos[0]; /* some key of the block lies past some row's position */
+    fa_scores(t->qt, kf, hd, n8, scale, s, nv, t->pos, j0, masked, mx);
     for (int v = 0; v < nv; v++) {
-        __m512i pv = _mm512_loadu_si512(t->pos + 16 * v);
-        __m512 m = _mm512_loadu_ps(t->m + 16 * v), mx = m;
-        for (int j = 0; j < n8; j++) {
-            __m512 x = _mm512_loadu_ps(s + j * FA_ROWS + 16 * v);
-            if (masked) {
-                x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j), pv), _mm512_set1_ps(-INFINITY));
-                _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, x);
-            }
-            mx = _mm512_max_ps(mx, x);
-        }
-        __m512 a = exp_nonpos(_mm512_sub_ps(m, mx)), sum = _mm512_setzero_ps();
+        __m512 a = exp_nonpos(_mm512_sub_ps(m[v], mx[v])), sum = _mm512_setzero_ps();
         for (int j = 0; j < n; j++) {
-            __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx));
+            __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx[v]));
             _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, p);
             sum = _mm512_add_ps(sum, p);
         }
         _mm512_storeu_ps(t->l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(t->l + 16 * v), a, sum));
-        _mm512_storeu_ps(t->m + 16 * v, mx);
+        _mm512_storeu_ps(t->m + 16 * v, mx[v]);
         _mm512_storeu_ps(alpha + 16 * v, a);
     }
     for (int r0 = 0; r0 < t->nr; r0 += 8) { /* rows past nr need no values */
