@@ -21,17 +21,6 @@ size_t kv_cache_bytes(const kv_cache *c) {
     return (size_t)c->n_layer * c->n_ctx * c->n_head_kv * c->head_dim * (c->f16 ? 2 : 4);
 }
 
-void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
-    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, at = ((size_t)il * c->n_ctx + pos) * kvdim;
-    if (!c->f16) {
-        memcpy((float *)c->k + at, k, kvdim * sizeof(float));
-        memcpy((float *)c->v + at, v, kvdim * sizeof(float));
-        return;
-    }
-    uint16_t *kc = (uint16_t *)c->k + at, *vc = (uint16_t *)c->v + at;
-    for (size_t i = 0; i < kvdim; i++) kc[i] = f32_to_f16(k[i]), vc[i] = f32_to_f16(v[i]);
-}
-
 /* q · one cached key row (hd values) and out += p * one cached value row, for either cache type. */
 static float dot_row(const kv_cache *c, const void *base, size_t at, const float *q, int hd) {
     float s = 0;
@@ -428,12 +417,21 @@ AVX512 static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, 
     }
 }
 
+/* f32_to_f16 eight at a time: the same rounding, bit for bit (the cache is written a row a token). */
+__attribute__((target("avx2,f16c"))) static void to_f16_f16c(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f32_to_f16(x[i]);
+}
+
 static int cpu_level(void) {
     const char *k = kernels_get()->name;
     return !strcmp(k, "avx512") ? KV_AVX512 : !strcmp(k, "avx2") ? KV_AVX2 : KV_PORTABLE;
 }
 #else
 static int cpu_level(void) { return KV_PORTABLE; }
+#define to_f16_f16c to_f16
 #define attend_f16_avx2 attend_f16
 #define attend_plain_avx2 attend_plain
 #define fa_tiles(c, il, kvh, q, out, pos0, np, per, scratch) ((void)0)
@@ -453,6 +451,23 @@ int kv_attend_level(void) {
     pthread_once(&level_once, level_init);
     return level;
 }
+
+static void to_f16(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
+}
+
+void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, at = ((size_t)il * c->n_ctx + pos) * kvdim;
+    if (!c->f16) {
+        memcpy((float *)c->k + at, k, kvdim * sizeof(float));
+        memcpy((float *)c->v + at, v, kvdim * sizeof(float));
+        return;
+    }
+    void (*conv)(const float *, uint16_t *, size_t) = kv_attend_level() >= KV_AVX2 ? to_f16_f16c : to_f16;
+    conv(k, (uint16_t *)c->k + at, kvdim);
+    conv(v, (uint16_t *)c->v + at, kvdim);
+}
+
 
 static void attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch,
                         int batch, int fast) {

@@ -151,7 +151,34 @@ static void attend_f32_close(void) {
             }
 }
 
+/* kv_store's f16 rows (F16C where the CPU has it) against f32_to_f16, bit for bit: ties, the
+ * edges of the f16 range, subnormals, infinities, NaN payloads, and a row with a tail. */
+static void store_f16_same(void) {
+    const float special[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, -1e9f,
+                             6e-8f, 2.9e-8f, 3e-8f, 6.1e-5f, -6.09e-5f, 1e-40f, INFINITY, -INFINITY, NAN};
+    const int ns = (int)(sizeof special / sizeof special[0]), hd = 21, kvdim = 2 * hd;
+    kv_cache c = {1, 4, 1, 2, 2, hd, NULL, NULL};
+    c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
+    float k[42], v[42];
+    REQUIRE(c.k && c.v);
+    int same = 1;
+    for (int p = 0; p < 4; p++) {
+        for (int i = 0; i < kvdim; i++) {
+            k[i] = i < ns && p == 0 ? special[i] : frand(p == 1 ? 1e-4f : 70000.0f);
+            uint32_t u = 0x7f800001u + (uint32_t)i * 4099u; /* NaNs with payloads */
+            if (p == 3) memcpy(&v[i], &u, sizeof u);
+            else v[i] = -k[i];
+        }
+        kv_store(&c, 0, p, k, v);
+        for (int i = 0; i < kvdim; i++)
+            same &= ((uint16_t *)c.k)[p * kvdim + i] == f32_to_f16(k[i]) && ((uint16_t *)c.v)[p * kvdim + i] == f32_to_f16(v[i]);
+    }
+    CHECKF(same, "kv_store's f16 rows differ from f32_to_f16 (%s)", kernels_get()->name);
+    free(c.k), free(c.v);
+}
+
 const test_case attn_tests[] = {
+    {"store_f16_same", store_f16_same},
     {"attend_f16_same", attend_f16_same},
     {"attend_f32_close", attend_f32_close},
     {0},
