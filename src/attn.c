@@ -117,7 +117,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
  * is many times faster, and a decode step spends most of its time here once matmuls batch. Used
  * only when kernels_get chose avx2 or avx512, which checked the CPU for these extensions. */
 #include <immintrin.h>
-#define F16_AHEAD 8 /* keys */
+#define F16_AHEAD 8 /* keys: how far ahead decode asks for cache rows */
 #define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
 #define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
 
@@ -210,13 +210,15 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
 }
 
 /* ---- causal prompt attention, flash style, with AVX-512 ----
- * A unit is up to FA_ROWS query rows (consecutive positions times the query heads of one KV
- * head, which share its keys and values) against that head's keys in blocks of FA_KEYS: each
- * block is read once per unit, not once per row, and the scores' softmax runs online (running
- * maximum m and sum l per row, the output rescaled when m grows). Scores are kept transposed,
- * s[key][row], so that a vector holds 16 rows: maxima, exponentials and sums need no horizontal
- * reductions, and s[key][row] is the broadcast operand of the value products. f32 throughout,
- * so within float rounding of attend_plain (another summation order, a polynomial exp). */
+ * A tile is up to FA_ROWS query rows: consecutive positions times the query heads of one KV head,
+ * which share its keys and values. Up to FA_TILES tiles of one KV head go through that head's
+ * keys together, a block of FA_KEYS at a time: each block is read and converted to f32 once for
+ * all of them, not once per row, and each tile's softmax runs online (running maximum m and sum l
+ * per row, its outputs rescaled when m grows). Scores are kept transposed, s[key][row], so that a
+ * vector holds 16 rows: maxima, exponentials and sums need no horizontal reductions, and s[key][row]
+ * is the broadcast operand of the value products. f32 throughout, so within float rounding of
+ * attend_plain (another summation order, a polynomial exp). A tile's result does not depend on the
+ * others, so neither does it on how tiles are shared among threads. */
 #define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
 #define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
 
@@ -467,7 +469,6 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     conv(k, (uint16_t *)c->k + at, kvdim);
     conv(v, (uint16_t *)c->v + at, kvdim);
 }
-
 
 static void attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch,
                         int batch, int fast) {

@@ -40,8 +40,8 @@ enum { KV_PORTABLE, KV_AVX2, KV_AVX512 };
 int kv_attend_level(void);
 /* Floats of scratch per thread that kv_attend needs for a context of n_ctx positions. */
 size_t kv_attend_scratch(int n_ctx, int head_dim);
-/* Thread ith of nth computes its share of the span (the shares split the work evenly, and
- * together cover every row and head once). */
+/* Thread ith of nth computes its share of the span: the shares split the work evenly and together
+ * cover every row and head once, and the results do not depend on nth. */
 void kv_attend(const kv_span *s, int ith, int nth, float *scratch);
 /* The same on a given path (at most kv_attend_level()): tests hold each path to the portable one.
  * The f16 arithmetic equals it bit for bit; the f32 arithmetic is within rounding (AVX2: another

@@ -2,8 +2,9 @@
  * the portable one, on random caches whose values vary by a factor of 100 between positions, over
  * spans of many lengths and start positions, head sizes with and without a tail past the vector
  * width, GQA ratios from 1 to 40 query heads per KV head, both cache types, and work split over 1
- * to 3 threads (each thread's call alone, so the shares must cover every row and head). Cache
- * positions past a span's last one hold NaN: reading a key the causal mask excludes fails. */
+ * to 3 threads (each thread's call alone, so the shares must cover every row and head, and give
+ * the same bits for any thread count). Cache positions past a span's last one hold NaN: reading a
+ * key the causal mask excludes fails. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,9 +136,13 @@ static void attend_f32_close(void) {
                                    fabs(r.b[at] - exact), bound[at]);
                         }
                     }
+                float *one = malloc((size_t)qdim * nq * sizeof *one);
+                REQUIRE(one);
                 for (int level = KV_AVX2; level <= best; level++)
                     for (int nth = 1; nth <= 3; nth++) {
                         run(&sp, r.a, level, nth, r.scratch);
+                        if (nth == 1) memcpy(one, r.a, (size_t)qdim * nq * sizeof *one);
+                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "level %d: %d threads differ from one", level, nth);
                         double w = 0;
                         for (size_t i = 0; i < (size_t)qdim * nq; i++) {
                             double x = fabs((double)r.a[i] - r.b[i]) / (2 * bound[i]);
@@ -146,7 +151,7 @@ static void attend_f32_close(void) {
                         CHECKF(w <= 1, "%s cache, head_dim %d, %d/%d heads, span %d+%d, level %d, %d threads: %g of the bound",
                                f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, level, nth, w);
                     }
-                free(p), free(bound);
+                free(p), free(bound), free(one);
                 rig_free(&r);
             }
 }
