@@ -118,6 +118,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
  * only when kernels_get chose avx2 or avx512, which checked the CPU for these extensions. */
 #include <immintrin.h>
 #define F16_AHEAD 8 /* keys: how far ahead decode asks for cache rows */
+#define F16_HEADS 8 /* query heads one pass of attend_f16_avx2 serves at most (bounds its scratch) */
 #define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
 #define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
 
@@ -137,44 +138,52 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_
     return (float)sum;
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *qh,
+/* The query heads h..h+ng of one KV head go through its keys together: each row is fetched once
+ * for all of them, and their independent chains overlap. */
+__attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, int ng,
                                                                       int n_keys, float *o, float *scratch) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv, kvh = h / group;
     const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim + kvh * hd;
     const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim + kvh * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    float *qq = scratch, *acc = scratch + hd;
+    float *qq = scratch, *accs = scratch + (size_t)ng * hd; /* per head: query rounded to f16; accumulator */
+    float S[F16_HEADS], M[F16_HEADS];
     int hv = hd & ~7;
-    for (int i = 0; i < hd; i++) qq[i] = H2F(f32_to_f16(qh[i])), acc[i] = 0;
-    float S = 0, M = -INFINITY;
+    for (int i = 0; i < ng * hd; i++) qq[i] = H2F(f32_to_f16(q[i])), accs[i] = 0;
+    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
     for (int j = 0; j < n_keys; j++) {
         if (j + F16_AHEAD < n_keys) /* a long cache comes from memory: ask for rows before they are due */
             for (int i = 0; i < hd; i += 32) {
                 _mm_prefetch((const char *)(kc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
                 _mm_prefetch((const char *)(vc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
             }
-        float sc = dot_f16_avx2(kc + (size_t)j * kvdim, qq, hd) * scale;
-        float ms = 1, vs = 1;
-        if (sc > M) {
-            float old = M;
-            M = sc;
-            ms = expf(old - M);
-            for (int i = 0; i < hv; i += 8) _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
-            for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(acc[i] * ms));
-        } else {
-            vs = expf(sc - M);
-        }
         const uint16_t *v = vc + (size_t)j * kvdim;
-        for (int i = 0; i < hv; i += 8) {
-            __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
-            _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_fmadd_ps(vv, _mm256_set1_ps(vs), _mm256_loadu_ps(acc + i))));
+        for (int g = 0; g < ng; g++) {
+            float *acc = accs + (size_t)g * hd;
+            float sc = dot_f16_avx2(kc + (size_t)j * kvdim, qq + (size_t)g * hd, hd) * scale;
+            float ms = 1, vs = 1;
+            if (sc > M[g]) {
+                float old = M[g];
+                M[g] = sc;
+                ms = expf(old - sc);
+                for (int i = 0; i < hv; i += 8) _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
+                for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(acc[i] * ms));
+            } else {
+                vs = expf(sc - M[g]);
+            }
+            for (int i = 0; i < hv; i += 8) {
+                __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+                _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_fmadd_ps(vv, _mm256_set1_ps(vs), _mm256_loadu_ps(acc + i))));
+            }
+            for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
+            float Sm = S[g] * ms; /* two statements: with FMA enabled a compiler may fuse S * ms + vs */
+            S[g] = Sm + vs;
         }
-        for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
-        float Sm = S * ms; /* two statements: with FMA enabled a compiler may fuse S * ms + vs */
-        S = Sm + vs;
     }
-    float inv = 1.0f / S;
-    for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
+    for (int g = 0; g < ng; g++) {
+        float inv = 1.0f / S[g];
+        for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = accs[(size_t)g * hd + i] * inv;
+    }
 }
 
 /* A cached row's 8 values from i on, as f32, for either cache type. */
@@ -434,13 +443,14 @@ static int cpu_level(void) {
 #else
 static int cpu_level(void) { return KV_PORTABLE; }
 #define to_f16_f16c to_f16
-#define attend_f16_avx2 attend_f16
+#define attend_f16_avx2(c, il, h, q, ng, n_keys, o, scratch) ((void)0)
+#define F16_HEADS 1
 #define attend_plain_avx2 attend_plain
 #define fa_tiles(c, il, kvh, q, out, pos0, np, per, scratch) ((void)0)
 #endif
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t hd = (size_t)head_dim, per_head = (size_t)n_ctx > 2 * hd ? (size_t)n_ctx : 2 * hd;
+    size_t hd = (size_t)head_dim, per_head = (size_t)n_ctx > 2 * F16_HEADS * hd ? (size_t)n_ctx : 2 * F16_HEADS * hd;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
@@ -470,10 +480,16 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     conv(v, (uint16_t *)c->v + at, kvdim);
 }
 
-static void attend_head(const kv_cache *c, int il, int h, const float *q, int n_keys, float *out, float *scratch,
-                        int batch, int fast) {
-    if (c->f16 && batch < KV_TILED_BATCH) (fast ? attend_f16_avx2 : attend_f16)(c, il, h, q, n_keys, out, scratch);
-    else (fast && c->head_dim % 8 == 0 ? attend_plain_avx2 : attend_plain)(c, il, h, q, n_keys, out, scratch);
+/* Query heads h..h+ng of one KV head: ggml's f16 arithmetic, or f32 (plain) arithmetic. */
+static void attend_heads(const kv_cache *c, int il, int h, int ng, const float *q, int n_keys, float *out, float *scratch,
+                         int exact, int fast) {
+    if (exact && fast) {
+        attend_f16_avx2(c, il, h, q, ng, n_keys, out, scratch);
+        return;
+    }
+    for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
+        if (exact) attend_f16(c, il, h + g, q, n_keys, out, scratch);
+        else (fast && c->head_dim % 8 == 0 ? attend_plain_avx2 : attend_plain)(c, il, h + g, q, n_keys, out, scratch);
 }
 
 /* Whether a unit of cost w that starts after `done` of `total` work is thread ith's: each thread
@@ -519,13 +535,19 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
         }
         return;
     }
+    /* units: the query heads of a KV head (F16_HEADS at a time) at one position for the AVX2 f16
+     * code, which serves them in one pass; one query head at one position otherwise */
+    int per_unit = exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
-        for (int h = 0; h < nh; h++, done += sp->pos0 + t + 1)
-            if (mine(done, sp->pos0 + t + 1, total, ith, nth)) {
+        for (int h = 0; h < nh;) {
+            int ng = group - h % group < per_unit ? group - h % group : per_unit, n_keys = sp->pos0 + t + 1;
+            if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
-                attend_head(c, sp->il, h, sp->q + at, sp->pos0 + t + 1, sp->out + at, scratch, sp->batch, lvl >= KV_AVX2);
+                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, lvl >= KV_AVX2);
             }
+            done += (int64_t)ng * n_keys, h += ng;
+        }
 }
 
 void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) { kv_attend_at(sp, kv_attend_level(), ith, nth, scratch); }

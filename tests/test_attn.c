@@ -63,12 +63,12 @@ static void run(const kv_span *sp, float *out, int level, int nth, float *scratc
 
 /* The f16 arithmetic of short batches: every path equals the portable one bit for bit. */
 static void attend_f16_same(void) {
-    const int dims[] = {128, 72, 8}, heads[][2] = {{4, 2}, {6, 1}, {2, 2}};
+    const int dims[] = {128, 72, 8}, heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}};
     const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}};
     int best = kv_attend_level();
     for (int d = 0; d < 3; d++)
         for (int s = 0; s < 6; s++) {
-            int hd = dims[d], nh = heads[s % 3][0], nkv = heads[s % 3][1], pos0 = spans[s][0], nq = spans[s][1];
+            int hd = dims[d], nh = heads[(s + d) % 4][0], nkv = heads[(s + d) % 4][1], pos0 = spans[s][0], nq = spans[s][1];
             rig r;
             REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
             kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, 1};
