@@ -112,7 +112,7 @@ $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
@@ -121,7 +121,7 @@ fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
 	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
 	$(FUZZ_ST_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
 
-# libFuzzer target for the repack cache's header parser (starts from an empty corpus).
+# libFuzzer target for the repack cache's header parser, seeded with fuzz/repack_cache_seeds.
 FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
 $(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
 	@mkdir -p $(dir $@)
@@ -129,7 +129,8 @@ $(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
 
 fuzz-repack-cache: $(FUZZ_RC_BIN)
 	@mkdir -p build/fuzz/corpus_repack_cache
-	$(FUZZ_RC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
+	cp fuzz/repack_cache_seeds/* build/fuzz/corpus_repack_cache/
+	$(FUZZ_RC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
 
 fuzz-request: $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus_request

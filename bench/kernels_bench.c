@@ -1,7 +1,8 @@
 /* kernels_bench: single-threaded GB/s of weight streaming per type and kernel variant (decode,
  * one token) and int8 multiply-accumulates per second for an 8-token batch and a 64-token
- * prompt, next to the
- * machine's streaming-read bandwidth measured the same way. Weights cycle through copies that
+ * prompt, next to the machine's streaming-read bandwidth measured the same way. Ternary types
+ * also run the repacked layout (repack.h): decode in GB/s of packed bytes and of the file bytes
+ * the same rows take, and its ratios to the file layout. Weights cycle through copies that
  * together exceed the last-level cache, so decode numbers are DRAM numbers.
  * Usage: kernels-bench [type ...]   (default: every weight type) */
 #include <math.h>

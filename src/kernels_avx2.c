@@ -254,7 +254,7 @@ MATMUL(mm_pq2_0, K_PQ2)
  * sum (8 bsums), which cancels the +1 of the codes, and ends in one fma with the half's scales x
  * the token scale: per row the reference's operations in its order, so the result is
  * bit-identical to repack_vec_dot. */
-enum { PK_T = 3 };
+enum { PK_T = 4 };
 
 typedef struct {
     int64_t n;
@@ -327,7 +327,7 @@ INLINE void pk_tile(int T, const pk_args *m, int64_t p0, int64_t t0) {
 
 /* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
 #define PK_SHAPE(T) static void pk_##T(const pk_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
-PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3)
+PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
@@ -339,11 +339,12 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
             pk_1(&m, p0, 0);
             continue;
         }
-        /* Tokens in threes, the last four or two in twos: no lone token in a batch. */
+        /* Tokens in fours, the last five as 3 + 2: no lone token in a batch. */
         for (int64_t t0 = 0; t0 < n_tok;) {
             const int64_t left = n_tok - t0;
-            if (left == 2 || left == 4) pk_2(&m, p0, t0), t0 += 2;
-            else pk_3(&m, p0, t0), t0 += 3;
+            if (left == 2) pk_2(&m, p0, t0), t0 += 2;
+            else if (left == 3 || left == 5) pk_3(&m, p0, t0), t0 += 3;
+            else pk_4(&m, p0, t0), t0 += 4;
         }
     }
 }

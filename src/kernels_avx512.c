@@ -571,6 +571,11 @@ MATMUL(mm_q8_0, K_Q8)
  * order, so the result is bit-identical to repack_vec_dot. A tile is 4 panels x 1 token (decode)
  * or 1 panel x up to PK_T tokens (batches). */
 enum { PK_DEC_P = 4, PK_T = 8 };
+#define PK_L2_BYTES ((size_t)256 << 10) /* panels per batch pass: well inside any L2 */
+
+/* Software prefetch for the panel streams: 2 KiB ahead in each of the 4 decode streams measured
+ * best of 1-16 KiB (x1.25 decode over prefetch_ahead's 8 KiB, x1.5 over none). A hint: never faults. */
+INLINE void pk_prefetch(const uint8_t *p) { _mm_prefetch((const char *)(p + 2048), _MM_HINT_T0); }
 
 typedef struct {
     int64_t n;
@@ -615,7 +620,7 @@ INLINE void pk_tile(int P, int T, const pk_args *m, int64_t p0, int64_t t0) {
             for (int c = 8 * h; c < 8 * h + 8; c++) {
                 __m512i x[PK_DEC_P][2];
                 UNROLL for (int p = 0; p < P; p++) {
-                    prefetch_ahead(w[p] + wo + 64 * c);
+                    pk_prefetch(w[p] + wo + 64 * c);
                     x[p][0] = load512(w[p] + wo + 64 * c);
                     if (M == 2) x[p][1] = _mm512_srli_epi16(x[p][0], 4);
                 }
@@ -677,11 +682,14 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
         for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, p0, 0);
         for (; p0 < np; p0++) pk_1_1(&m, p0, 0);
     } else {
-        /* Tokens in blocks of PK_T with the last two blocks balanced, so no lone token is left. */
-        for (int64_t p0 = 0; p0 < np; p0++)
+        /* Panels in blocks that stay in L2 while every token block passes over them (the tokens'
+         * activations then come from L1); tokens in blocks of PK_T with the last two balanced, so
+         * no lone token is left. */
+        const int64_t pb = (int64_t)(PK_L2_BYTES / w_stride) > 1 ? (int64_t)(PK_L2_BYTES / w_stride) : 1;
+        for (int64_t b0 = 0; b0 < np; b0 += pb)
             for (int64_t t0 = 0; t0 < n_tok;) {
-                int64_t left = n_tok - t0, T = left <= PK_T ? left : left < 2 * PK_T ? (left + 1) / 2 : PK_T;
-                batch[T - 2](&m, p0, t0);
+                const int64_t left = n_tok - t0, T = left <= PK_T ? left : left < 2 * PK_T ? (left + 1) / 2 : PK_T;
+                for (int64_t p0 = b0; p0 < np && p0 < b0 + pb; p0++) batch[T - 2](&m, p0, t0);
                 t0 += T;
             }
     }

@@ -51,7 +51,7 @@ int rc_mkdir(const char *dir, trit_err *err) {
         if (*s != '/' && !end) continue;
         *s = 0;
         struct stat st;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) return fail(err, "%s: %s", p, strerror(errno));
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) return fail(err, "%s: %s", p, strerror(errno));
         if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return fail(err, "%s: not a directory", p);
         if (end) return 0;
         *s = '/';

@@ -40,7 +40,7 @@ typedef struct {
 int rc_identity_of(const char *path, rc_identity *id, trit_err *err);
 /* The cache directory from the environment into buf; -1 when none is set (no HOME either). */
 int rc_dir(char *buf, size_t n);
-/* Makes dir and its missing parents (mode 0755). */
+/* Makes dir and its missing parents (mode 0700, as XDG asks of cache directories). */
 int rc_mkdir(const char *dir, trit_err *err);
 /* The cache file for the model at model_path: dir/<model file name>-<hash of identity and version>.pack */
 int rc_path(const char *dir, const char *model_path, const rc_identity *id, char *buf, size_t n);

@@ -1,6 +1,8 @@
 /* repack_load: gives a loaded model's ternary matmul weights their repacked copy (repack.h),
  * mapped from the on-disk cache (repack_cache.h) or converted on all cores. */
+#define _GNU_SOURCE /* O_TMPFILE, where the system has it */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,7 +35,8 @@ static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
 }
 
-/* Lists the weights to pack. The token table is read by rows, so it and a tied output stay. */
+/* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below). The
+ * token table is read by rows, so it and a tied output stay. */
 static int plan_make(model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
     const int per_layer = 12, cap = m->hp.n_layer * per_layer + 1;
@@ -53,7 +56,8 @@ static int plan_make(model *m, plan *p, trit_err *err) {
     for (int k = 0; k < p->n_all; k++) {
         const weight *w = p->all[k];
         uint32_t i = 0;
-        while (i < p->n && p->src[i]->data != w->data) i++;
+        while (i < p->n && !(p->src[i]->data == w->data && p->src[i]->type == w->type && p->src[i]->n_in == w->n_in))
+            i++;
         p->slot[k] = (int)i;
         if (i < p->n) continue;
         p->src[p->n] = p->all[k];
@@ -143,7 +147,8 @@ struct pack_writer {
     const uint8_t *img;
     uint64_t total;
     int fd;
-    char tmp[4200], path[4200];
+    int unnamed; /* fd is an O_TMPFILE: named (at tmp) only once complete */
+    char tmp[4256], path[4200];
 };
 
 static void note(const char *why) { fprintf(stderr, "trit: repack cache: %s; the repacked weights stay in memory only\n", why); }
@@ -160,28 +165,55 @@ static void *write_cache(void *arg) {
         done += (uint64_t)n;
     }
     trit_err err;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", w->fd);
     int rc = done == w->total && !fdatasync(w->fd) ? 0 : fail(&err, "%s: %s", w->tmp, errno ? strerror(errno) : "short write");
+    if (!rc && w->unnamed && linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW))
+        rc = fail(&err, "%s: %s", w->tmp, strerror(errno)), w->unnamed = 2; /* nothing to unlink */
     if (close(w->fd) && !rc) rc = fail(&err, "%s: %s", w->tmp, strerror(errno));
     if (!rc && rename(w->tmp, w->path)) rc = fail(&err, "%s: %s", w->path, strerror(errno));
-    if (rc) unlink(w->tmp), note(err.msg);
+    if (rc && w->unnamed != 2) unlink(w->tmp);
+    if (rc) note(err.msg);
     return NULL;
 }
 
 /* Starts writing img to path; the directory and the temporary file are made here, so that an
- * unusable directory is reported before the load returns. */
+ * unusable directory is reported before the load returns. Where the system has O_TMPFILE the
+ * file has no name until it is complete, so that a process killed meanwhile leaves nothing. */
 static pack_writer *start_writer(const uint8_t *img, uint64_t total, const char *dir, const char *path, trit_err *why) {
     pack_writer *w = calloc(1, sizeof *w);
     if (!w) return fail(why, "out of memory"), NULL;
-    w->img = img, w->total = total;
+    w->img = img, w->total = total, w->fd = -1;
     snprintf(w->path, sizeof w->path, "%s", path);
     if (snprintf(w->tmp, sizeof w->tmp, "%s.XXXXXX", path) >= (int)sizeof w->tmp) fail(why, "%s: name too long", path);
-    else if (!rc_mkdir(dir, why) && (w->fd = mkstemp(w->tmp)) < 0) fail(why, "%s: %s", w->tmp, strerror(errno));
-    else if (!why->msg[0]) {
+    else if (!rc_mkdir(dir, why)) {
+#ifdef O_TMPFILE
+        if ((w->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600)) >= 0) {
+            w->unnamed = 1; /* its name: unique among live processes and this one's writers */
+            snprintf(w->tmp, sizeof w->tmp, "%s.%ld.%lx", path, (long)getpid(), (unsigned long)(uintptr_t)w);
+        }
+#endif
+        if (w->fd < 0 && (w->fd = mkstemp(w->tmp)) < 0) fail(why, "%s: %s", w->tmp, strerror(errno));
+    }
+    if (!why->msg[0]) {
         if (!pthread_create(&w->thread, NULL, write_cache, w)) return w;
         write_cache(w); /* no thread: write it now */
     }
     free(w);
     return NULL;
+}
+
+/* The source rows are not read again: their pages leave this process (a mapped file's stay in the
+ * page cache, evictable; a read-in file's would be zeroed, so only when mapped). */
+static void release_sources(const model *m, const plan *p) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (!m->file->map.mapped || !pg) return;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const weight *w = p->src[i];
+        uintptr_t a = (uintptr_t)w->data, e = a + w->row_bytes * (uint64_t)w->n_out;
+        a = (a + pg - 1) / pg * pg, e = e / pg * pg;
+        if (a < e) madvise((void *)a, e - a, MADV_DONTNEED);
+    }
 }
 
 /* The cache file's directory and path for this model: -1 (why set) when there is none. */
@@ -208,7 +240,8 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
         return plan_free(&p), 0;
     }
     /* Built in anonymous memory (fast to fill, unlike a file mapping), then written out. */
-    uint8_t *mem = mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *mem = p.total <= SIZE_MAX ? mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                        : MAP_FAILED;
     if (mem == MAP_FAILED)
         return plan_free(&p), fail(err, "out of memory for %llu bytes of repacked weights", (unsigned long long)p.total);
 #ifdef MADV_HUGEPAGE
@@ -218,6 +251,7 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
         munmap(mem, p.total);
         return plan_free(&p), -1;
     }
+    release_sources(m, &p);
     if (cached && !why.msg[0]) rc_write_header(mem, &id, p.e, p.n, p.total);
     mprotect(mem, p.total, PROT_READ);
     if (cached && !why.msg[0]) m->pack_writer = start_writer(mem, p.total, dir, path, &why);

@@ -295,13 +295,13 @@ static void matmul_batches(void) {
 }
 
 /* The packed kernels' tiles: panels per pass (up to 4 for one token) with a partial last panel,
- * and every n_tok up to past two token blocks (6 for avx512, 3 for avx2, 4 for neon). */
+ * and every n_tok up to past two token blocks (8 for avx512, 4 for avx2 and neon). */
 static void matmul_packed_tiles(void) {
     static const uint32_t types[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0};
     static const int64_t rows[] = {16 * 4 + 16 + 7, 16 * 5, 16 * 2 + 1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-            for (int64_t toks = 1; toks <= 14; toks++)
+            for (int64_t toks = 1; toks <= 17; toks++)
                 check_case(types[i], 2 * RP_K, rows[r], toks, toks % 3 ? W_RAW : W_RANDOM, A_RANDOM, (int)((toks + (int64_t)r) % 2));
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }

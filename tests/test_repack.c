@@ -254,7 +254,7 @@ static void test_cache_unwritable(void) {
     close(saved);
     char *text = read_file(log, NULL);
     CHECKF(x && src && !strcmp(src, "built"), "unwritable cache: %s", src ? src : "load failed");
-    CHECKF(text && count_lines(text) == 1 && strstr(text, "trit: repack cache: ") && strstr(text, "repacking in memory"),
+    CHECKF(text && count_lines(text) == 1 && strstr(text, "trit: repack cache: ") && strstr(text, "stay in memory only"),
            "stderr: %s", text ? text : "?");
     free(text), free(x);
     scratch_free(&s, saved_env);
@@ -333,7 +333,28 @@ static void test_cache_parse(void) {
     free(b), free(ok);
 }
 
+/* -nr / --no-repack on the commands that load a model; LLAMA_ARG_NO_REPACK for serve. */
+static void test_flags(void) {
+    const char *m = shared_path("golden/models/tiny-llama-PTQ1_0.gguf");
+    const char *cmds[] = {"run -m %s -p hi -n 2 --temp 0 -nr", "run -m %s -p hi -n 2 --temp 0 --no-repack",
+                          "bench -m %s -p 0 -n 1 -r 1 -nr", "tokenize -m %s -p hi -nr", "logits -m %s --tokens 1 -o /dev/null -nr"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[512], cmd[1024];
+        snprintf(args, sizeof args, cmds[i], m);
+        snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", trit_bin(), args);
+        CHECKF(run_cmd(cmd, NULL) == 0, "%s", cmd);
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "LLAMA_ARG_NO_REPACK=maybe %s serve -m %s 2>&1", trit_bin(), m);
+    CHECK(run_cmd(cmd, &out) == 1 && out && count_lines(out) == 1 && strstr(out, "LLAMA_ARG_NO_REPACK expects true or false"));
+    free(out), out = NULL;
+    snprintf(cmd, sizeof cmd, "%s serve --help", trit_bin());
+    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "-nr, --no-repack") && strstr(out, "LLAMA_ARG_NO_REPACK"));
+    free(out);
+}
+
 const test_case repack_tests[] = {
+    {"flags", test_flags},
     {"packed_vs_unpacked", test_packed_vs_unpacked},
     {"scalar_identical", test_scalar_identical},
     {"cache_roundtrip", test_cache_roundtrip},
