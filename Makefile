@@ -30,7 +30,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz fuzz-jinja fuzz-request e2e clean help bench bench-kernels bench-serve arm-test
+.PHONY: all test asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -79,7 +79,7 @@ $(NODE_DIR)/node_modules/openai/package.json:
 
 e2e: all $(NODE_DIR)/node_modules/openai/package.json
 	TRIT_BIN=$(BUILD)/trit TRIT_MODEL=$(SHARED)/data/models/stories260K.gguf OPENAI_DIR=$(NODE_DIR) \
-		node --test tests/e2e/
+		TRIT_CACHE_DIR=$(abspath $(BUILD))/repack-cache node --test tests/e2e/
 
 # Load test of trit serve (not a timed test): aggregate tok/s for 1/2/4/8 streams, TTFT p50/p95.
 BENCH_MODEL ?= $(SHARED)/data/models/stories260K.gguf
@@ -113,7 +113,7 @@ $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
@@ -121,6 +121,17 @@ fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
 	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
 	$(FUZZ_ST_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
+
+# libFuzzer target for the repack cache's header parser, seeded with fuzz/repack_cache_seeds.
+FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
+$(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+
+fuzz-repack-cache: $(FUZZ_RC_BIN)
+	@mkdir -p build/fuzz/corpus_repack_cache
+	cp fuzz/repack_cache_seeds/* build/fuzz/corpus_repack_cache/
+	$(FUZZ_RC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
 
 fuzz-request: $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus_request
@@ -184,6 +195,7 @@ help:
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
 
 	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
+	@echo "make fuzz-repack-cache  fuzz the repack cache's header parser for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,7 +1,8 @@
 /* kernels_bench: single-threaded GB/s of weight streaming per type and kernel variant (decode,
  * one token) and int8 multiply-accumulates per second for an 8-token batch and a 64-token
- * prompt, next to the
- * machine's streaming-read bandwidth measured the same way. Weights cycle through copies that
+ * prompt, next to the machine's streaming-read bandwidth measured the same way. Ternary types
+ * also run the repacked layout (repack.h): decode in GB/s of packed bytes and of the file bytes
+ * the same rows take, and its ratios to the file layout. Weights cycle through copies that
  * together exceed the last-level cache, so decode numbers are DRAM numbers.
  * Usage: kernels-bench [type ...]   (default: every weight type) */
 #include <math.h>
@@ -73,51 +74,82 @@ static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
     return pool;
 }
 
+/* The packed layout of the same rows (repack.h), replicated the same way; NULL when the type has none. */
+static uint8_t *make_packed_pool(uint32_t t, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
+    *mat = (size_t)repack_bytes(t, n, rows);
+    if (!*mat || n % RP_K) return NULL;
+    *copies = POOL_BYTES / *mat + 1;
+    uint8_t *pool = malloc(*mat * *copies);
+    if (!pool || repack_panels(t, file, (uint64_t)type_row_bytes(t, n), n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, pool)) exit(1);
+    for (size_t c = 1; c < *copies; c++) memcpy(pool + c * *mat, pool, *mat);
+    return pool;
+}
+
+/* Best of 5 (the machine may be shared): decode GB/s over copies not touched lately (bytes of one
+ * copy per call), cached GB/s over the same 64 rows, and GMAC/s for 8 and 64 tokens over `few`
+ * rows. r = {decode, cached, pp8, pp64}. */
+static void measure(kernel_matmul mm, const uint8_t *pool, size_t mat, size_t copies, size_t ws, int64_t rows_per_ws,
+                    int64_t n, int64_t rows, int64_t few, const uint8_t *act, size_t arow, int pp, float *out, double r[4]) {
+    size_t c = 0;
+    memset(r, 0, 4 * sizeof *r);
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now(), bytes = 0;
+        while (now() - t0 < 0.08) {
+            mm(n, pool + (c++ % copies) * mat, ws, rows, act, arow, 1, out, (size_t)rows);
+            bytes += (double)mat;
+        }
+        r[0] = fmax(r[0], bytes / (now() - t0) / 1e9);
+        t0 = now(), bytes = 0;
+        while (now() - t0 < 0.04) {
+            mm(n, pool, ws, 64, act, arow, 1, out, (size_t)rows);
+            bytes += (double)ws * 64 / (double)rows_per_ws;
+        }
+        r[1] = fmax(r[1], bytes / (now() - t0) / 1e9);
+        for (int p = 0; p < 2; p++) {
+            const int ntok = p ? pp : 8;
+            double macs = 0;
+            t0 = now();
+            while (now() - t0 < 0.04) {
+                mm(n, pool, ws, few, act, arow, ntok, out, (size_t)rows);
+                macs += (double)n * (double)few * ntok;
+            }
+            r[2 + p] = fmax(r[2 + p], macs / (now() - t0) / 1e9);
+        }
+    }
+}
+
 static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
-    size_t copies, mat = (size_t)type_row_bytes(t, n) * (size_t)rows, arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
+    size_t copies, pcopies = 0, pmat = 0, mat = (size_t)type_row_bytes(t, n) * (size_t)rows, arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
     uint8_t *pool = make_pool(t, n, rows, &copies);
+    uint8_t *packed = repack_type_ok(t) ? make_packed_pool(t, pool, n, rows, &pmat, &pcopies) : NULL;
     enum { PP = 64 };
     float *x = malloc((size_t)n * sizeof(float)), *out = malloc((size_t)rows * PP * sizeof(float));
     uint8_t *act = malloc(arow * PP);
+    if (!x || !out || !act) exit(1);
     for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 17) / 17.0f - 0.5f;
     for (int k = 0; k < PP; k++) at->quantize_act(x, act + k * arow, n);
     const char *names[] = {"scalar", "avx2", "avx512", "neon"};
     for (int v = 0; v < 4; v++) {
         const kernel_set *ks = kernels_variant(names[v]);
         if (!ks) continue;
-        size_t ws = mat / (size_t)rows, c = 0;
         int64_t few = v == 0 ? 64 : rows; /* the scalar set is slow: fewer rows for the prompt */
-        double dec = 0, hot = 0, pp[2] = {0, 0};
-        for (int rep = 0; rep < 5; rep++) { /* best of 5: the machine may be shared */
-            double t0 = now(), bytes = 0;
-            while (now() - t0 < 0.08) { /* decode: one token over a copy not touched lately */
-                ks->matmul[t](n, pool + (c++ % copies) * mat, ws, rows, act, arow, 1, out, (size_t)rows);
-                bytes += (double)mat;
-            }
-            dec = fmax(dec, bytes / (now() - t0) / 1e9);
-            t0 = now(), bytes = 0;
-            while (now() - t0 < 0.04) { /* the same 64 rows again and again: cache-resident */
-                ks->matmul[t](n, pool, ws, 64, act, arow, 1, out, (size_t)rows);
-                bytes += (double)ws * 64;
-            }
-            hot = fmax(hot, bytes / (now() - t0) / 1e9);
-            for (int p = 0; p < 2; p++) {
-                const int ntok = p ? PP : 8;
-                double macs = 0;
-                t0 = now();
-                while (now() - t0 < 0.04) {
-                    ks->matmul[t](n, pool, ws, few, act, arow, ntok, out, (size_t)rows);
-                    macs += (double)n * (double)few * ntok;
-                }
-                pp[p] = fmax(pp[p], macs / (now() - t0) / 1e9);
-            }
-        }
+        double f[4], p[4];
+        measure(ks->matmul[t], pool, mat, copies, mat / (size_t)rows, 1, n, rows, few, act, arow, PP, out, f);
         printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f GMAC/s\n",
-               tt->name, (long long)rows, (long long)n, ks->name, dec, 100.0 * dec / ref_gbs, hot, pp[0], pp[1]);
+               tt->name, (long long)rows, (long long)n, ks->name, f[0], 100.0 * f[0] / ref_gbs, f[1], f[2], f[3]);
+        if (packed) {
+            /* GB/s of packed bytes, and of the file bytes the same rows take (what decode costs per token) */
+            measure(ks->matmul_packed, packed, pmat, pcopies, (size_t)repack_panel_bytes(n), RP_ROWS, n, rows, few, act, arow, PP, out, p);
+            double src = p[0] * (double)mat / (double)pmat;
+            printf("%-7s %5lldx%-6lld %-7s packed decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, cached %6.2f GB/s, "
+                   "pp8 %7.2f, pp64 %7.2f GMAC/s; vs file layout: decode (tokens/s) x%.2f, pp8 x%.2f, pp64 x%.2f\n",
+                   tt->name, (long long)rows, (long long)n, ks->name, p[0], 100.0 * p[0] / ref_gbs, src, p[1], p[2], p[3],
+                   src / f[0], p[2] / f[2], p[3] / f[3]);
+        }
         fflush(stdout);
     }
-    free(pool), free(x), free(out), free(act);
+    free(pool), free(packed), free(x), free(out), free(act);
 }
 
 /* GMAC/s of one matmul over rows [0, rows) handed out in blocks of `block` rows as ops.c does
@@ -138,15 +170,16 @@ static double batch_gmacs(kernel_matmul mm, const uint8_t *w, size_t stride, int
     return best;
 }
 
-/* The repacked layout (repack.h) for 8-, 64- and 512-token batches: each variant's matmul_packed
- * (skipped where it is still the scalar one) next to the avx512 GEMM on the file's layout, rows in
- * ops.c's 256 KiB blocks. */
+/* The repacked layout (repack.h) for 8-, 64- and 512-token batches: the avx512 and amx sets'
+ * matmul_packed (skipped where it is still the scalar one) next to the avx512 GEMM on the file's
+ * layout, rows in ops.c's blocks (256 KiB of file bytes; 1 MiB for repacked weights). */
 static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
     if (!repack_type_ok(t) || n % RP_K) return;
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     const size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
     const size_t pb = repack_panel_bytes(n);
-    const int64_t block = ((256 << 10) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS;
+    const int64_t block = ((256 << 10) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS,
+                  pblock = ((1 << 20) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS;
     enum { NT = 3 };
     static const int toks[NT] = {8, 64, 512};
     size_t copies;
@@ -169,7 +202,7 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
             for (int i = 0; i < NT; i++)
                 printf(" pp%-3d %7.1f", toks[i],
                        f ? batch_gmacs(ks->matmul[t], w, wrow, 1, n, rows, block, act, arow, toks[i], out)
-                         : batch_gmacs(ks->matmul_packed, p, pb, RP_ROWS, n, rows, block, act, arow, toks[i], out));
+                         : batch_gmacs(ks->matmul_packed, p, pb, RP_ROWS, n, rows, pblock, act, arow, toks[i], out));
             printf(" GMAC/s\n");
             fflush(stdout);
         }

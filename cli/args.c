@@ -63,6 +63,8 @@ int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32) {
     return 0;
 }
 
+int arg_no_repack(const char *a) { return !strcmp(a, "--no-repack") || !strcmp(a, "-nr"); }
+
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {

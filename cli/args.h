@@ -12,6 +12,8 @@ int arg_float(const char *cmd, const char *flag, const char *s, double lo, doubl
 int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 /* -ctk/-ctv value: "f16" (0) or "f32" (1). */
 int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
+/* Whether a is --no-repack / -nr (llama.cpp's spelling): keep the file's weight layout. */
+int arg_no_repack(const char *a);
 /* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);
 

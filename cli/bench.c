@@ -25,13 +25,14 @@ static const char *usage =
     "  -o, --output FMT     md (default), json or jsonl\n"
     "  -ctk, -ctv f16|f32   KV cache type (default f16)\n"
     "  --no-warmup          skip the warm-up run\n"
+    "  -nr, --no-repack     keep the file's weight layout (no repacking, no cache)\n"
     "  -ngl N               accepted; this build has no GPU backend\n";
 
 typedef struct {
     const char *models[MAX_LIST];
     int n_models;
     int prompts[MAX_LIST], n_prompts, gens[MAX_LIST], n_gens, threads[MAX_LIST], n_threads;
-    int reps, warmup, kv_f32;
+    int reps, warmup, kv_f32, no_repack;
     const char *fmt;
 } bench_opts;
 
@@ -71,6 +72,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) { VAL(); if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1; }
         else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) { VAL(); if (arg_int("bench", a, v, -1, 100000, &ngl)) return -1; }
         else if (!strcmp(a, "--no-warmup")) o->warmup = 0;
+        else if (arg_no_repack(a)) o->no_repack = 1;
         else return fprintf(stderr, "trit bench: unknown option '%s' (see trit bench --help)\n", a), -1;
 #undef VAL
     }
@@ -236,7 +238,9 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(o.fmt, "md")) print_md_header();
     for (int mi = 0; mi < o.n_models && !rc; mi++) {
         char err[512];
-        trit_model *m = trit_model_load(o.models[mi], NULL, err, sizeof err);
+        trit_model_params mp = trit_model_default_params();
+        mp.repack = !o.no_repack;
+        trit_model *m = trit_model_load(o.models[mi], &mp, err, sizeof err);
         if (!m) {
             fprintf(stderr, "trit bench: %s\n", err);
             rc = 1;

@@ -33,6 +33,7 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     if (IS("-ctk", "--cache-type-k")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0])); }
     if (IS("-ctv", "--cache-type-v")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1])); }
     if (IS("--no-mmap", NULL)) { o->no_mmap = 1; return 1; }
+    if (arg_no_repack(a)) { o->no_repack = 1; return 1; }
 #undef IS
 #undef VAL
 #undef CHECKED
@@ -50,6 +51,7 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     if (o->n_gpu_layers) fprintf(stderr, "trit %s: this build has no GPU backend; -ngl ignored, running on the CPU\n", cmd);
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !o->no_mmap;
+    mp.repack = !o->no_repack;
     *s = NULL, *smp = NULL;
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;

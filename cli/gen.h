@@ -7,7 +7,7 @@
 
 typedef struct {
     const char *model;
-    int n_ctx, n_threads, n_gpu_layers, no_mmap, kv_f32[2];
+    int n_ctx, n_threads, n_gpu_layers, no_mmap, no_repack, kv_f32[2];
     trit_sampler_params sp;
 } gen_opts;
 
@@ -24,6 +24,7 @@ typedef struct {
     "  -s, --seed N            sampling seed (default -1 = random)\n" \
     "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n" \
     "  --no-mmap               read the model into memory instead of mapping it\n" \
+    "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n" \
     "  -ngl, --n-gpu-layers N  layers on the GPU (this build has no GPU backend)\n"
 
 gen_opts gen_default_opts(void);

@@ -10,7 +10,7 @@
 #include "trit.h"
 
 static const char *usage =
-    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk f16|f32 -ctv f16|f32] [--no-mmap]\n"
+    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk f16|f32 -ctv f16|f32] [--no-mmap] [-nr]\n"
     "  writes n_tokens rows of n_vocab float32 (little-endian) logits to OUT\n";
 
 /* Parses "1,15,27" into ids; returns the count or -1. */
@@ -38,7 +38,7 @@ static int parse_ids(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *v;
-    int n_ctx = 0, no_mmap = 0, kv_f32[2] = {0, 0};
+    int n_ctx = 0, no_mmap = 0, no_repack = 0, kv_f32[2] = {0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -60,6 +60,7 @@ int cmd_logits(int argc, char **argv) {
             if (!(v = arg_value("logits", argc, argv, &i)) || arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
                 return 1;
         } else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
+        else if (arg_no_repack(a)) no_repack = 1;
         else {
             fprintf(stderr, "trit logits: unknown option '%s' (see trit logits --help)\n", a);
             return 1;
@@ -73,6 +74,7 @@ int cmd_logits(int argc, char **argv) {
     char err[512];
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !no_mmap;
+    mp.repack = !no_repack;
     trit_model *m = trit_model_load(model, &mp, err, sizeof err);
     trit_session *s = NULL;
     float *logits = NULL;

@@ -10,7 +10,7 @@
 #include "trit.h"
 
 static const char *usage =
-    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--kl-divergence-base OUT]\n"
+    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] [--kl-divergence-base OUT]\n"
     "       trit perplexity -m FILE --kl-divergence-base BASE --kl-divergence [--chunks N] [-b N] [-t N]\n"
     "  Scores the second half of every n_ctx-token chunk of TEXT (llama-perplexity's protocol).\n"
     "  --kl-divergence-base OUT  with -f: also save this model's log-probabilities (f32) to OUT\n"
@@ -19,7 +19,7 @@ static const char *usage =
 
 typedef struct {
     const char *model, *text, *kld_base;
-    int kld, no_mmap;
+    int kld, no_mmap, no_repack;
     ppl_params p;
 } ppl_args;
 
@@ -29,6 +29,7 @@ static int parse(int argc, char **argv, ppl_args *a) {
         const char *f = argv[i];
         if (!strcmp(f, "--kl-divergence")) a->kld = 1;
         else if (!strcmp(f, "--no-mmap")) a->no_mmap = 1;
+        else if (arg_no_repack(f)) a->no_repack = 1;
         else if (!(v = arg_value("perplexity", argc, argv, &i))) return -1;
         else if (!strcmp(f, "-m") || !strcmp(f, "--model")) a->model = v;
         else if (!strcmp(f, "-f") || !strcmp(f, "--file")) a->text = v;
@@ -88,6 +89,7 @@ int cmd_perplexity(int argc, char **argv) {
     char err[512];
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !a.no_mmap;
+    mp.repack = !a.no_repack;
     trit_model *m = trit_model_load(a.model, &mp, err, sizeof err);
     if (!m) return fprintf(stderr, "trit perplexity: %s\n", err), 1;
     int rc;

@@ -31,13 +31,14 @@ static const char *usage =
     "  --temp F, --top-k N, --top-p F, --min-p F, --repeat-penalty F, --repeat-last-n N, -s/--seed N\n"
     "                          sampling defaults (llama.cpp's defaults)\n"
     "  -ctk, -ctv f16|f32      KV cache type (default f16)                 LLAMA_ARG_CACHE_TYPE_K/V\n"
+    "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache) LLAMA_ARG_NO_REPACK\n"
     "  -ngl N, -fa on|off, -b N, -ub N, -cb, -nocb, --jinja, --no-jinja\n"
     "                          accepted for compatibility; no effect on this CPU build\n";
 
 typedef struct {
     srv_config c;
     const char *keys, *key_file;
-    int kv_f32[2];
+    int kv_f32[2], no_repack;
 } serve_opts;
 
 typedef int (*setter)(serve_opts *o, const char *flag, const char *v);
@@ -88,6 +89,7 @@ static int parse_bool(const char *f, const char *v, int *out) {
 
 static int set_metrics(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.metrics); }
 static int set_slots(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.slots); }
+static int set_no_repack(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->no_repack); }
 
 /* A flag with a value (val = NULL) or a switch (val = the value the switch sets). */
 static const struct {
@@ -119,6 +121,7 @@ static const struct {
     {"-s", "--seed", "LLAMA_ARG_SEED", NULL, set_seed},
     {"-ctk", "--cache-type-k", "LLAMA_ARG_CACHE_TYPE_K", NULL, set_ctk},
     {"-ctv", "--cache-type-v", "LLAMA_ARG_CACHE_TYPE_V", NULL, set_ctv},
+    {"-nr", "--no-repack", "LLAMA_ARG_NO_REPACK", "1", set_no_repack},
     {"-ngl", "--n-gpu-layers", "LLAMA_ARG_N_GPU_LAYERS", NULL, ignore},
     {"-fa", "--flash-attn", "LLAMA_ARG_FLASH_ATTN", NULL, ignore},
     {"-b", "--batch-size", "LLAMA_ARG_BATCH", NULL, ignore},
@@ -192,7 +195,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
 }
 
 /* Loads the model while /health answers 503, then serves until SIGINT or SIGTERM. */
-static int serve(server *sv) {
+static int serve(server *sv, int no_repack) {
     char err[512];
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -204,6 +207,7 @@ static int serve(server *sv) {
     if (!h) return fprintf(stderr, "trit serve: %s\n", err), 1;
     fprintf(stderr, "trit serve: listening on http://%s:%d, loading %s\n", sv->cfg.host, sv->cfg.port, sv->cfg.model_path);
     trit_model_params mp = trit_model_default_params();
+    mp.repack = !no_repack;
     sv->model = trit_model_load(sv->cfg.model_path, &mp, err, sizeof err);
     if (sv->model) sv->sch = sched_new(sv->model, &sv->cfg, err, sizeof err);
     int rc = 1;
@@ -227,7 +231,7 @@ int cmd_serve(int argc, char **argv) {
     serve_opts o = {0};
     if (parse(argc, argv, &o)) return 1;
     server sv = {.cfg = o.c, .started = (long)time(NULL)};
-    int rc = serve(&sv);
+    int rc = serve(&sv, o.no_repack);
     free_keys(o.c.api_keys);
     return rc;
 }

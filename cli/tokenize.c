@@ -8,7 +8,7 @@
 #include "trit.h"
 
 static const char *usage =
-    "usage: trit tokenize -m FILE (-p TEXT | -f FILE) [--ids] [--no-bos] [--no-parse-special] [--no-mmap]\n"
+    "usage: trit tokenize -m FILE (-p TEXT | -f FILE) [--ids] [--no-bos] [--no-parse-special] [--no-mmap] [-nr]\n"
     "  prints one line per token: id -> 'piece'; with --ids only the list [id, id, ...]\n";
 
 int cmd_tokenize(int argc, char **argv) {
@@ -32,6 +32,7 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--no-bos")) bos = 0;
         else if (!strcmp(a, "--no-parse-special")) parse_special = 0;
         else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
+        else if (arg_no_repack(a)) continue; /* tokenizing never repacks */
         else {
             fprintf(stderr, "trit tokenize: unknown option '%s' (see trit tokenize --help)\n", a);
             return 1;
@@ -46,6 +47,7 @@ int cmd_tokenize(int argc, char **argv) {
     char err[512];
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !no_mmap;
+    mp.repack = 0;
     trit_model *m = trit_model_load(model, &mp, err, sizeof err);
     if (!m) {
         fprintf(stderr, "trit tokenize: %s\n", err);

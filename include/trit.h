@@ -21,10 +21,16 @@ typedef struct trit_sampler trit_sampler;
 typedef struct {
     int use_mmap;     /* default 1; 0 reads the file into memory (--no-mmap) */
     int n_gpu_layers; /* accepted for compatibility; CPU builds ignore it */
+    int repack;       /* default 1: ternary matmul weights are re-laid for the kernels at load,
+                         through the on-disk cache ($TRIT_CACHE_DIR, else $XDG_CACHE_HOME/trit,
+                         else ~/.cache/trit); 0 uses the file's layout (--no-repack) */
+    uint64_t repack_cache_min; /* default 16 MiB: repacked bytes from which the cache is used
+                                  (smaller models repack in memory); 0 always, UINT64_MAX never */
 } trit_model_params;
 
 trit_model_params trit_model_default_params(void);
 trit_model *trit_model_load(const char *path, const trit_model_params *p, char *err, size_t errlen);
+/* Waits for a repack cache file still being written (the first load of a model writes it). */
 void trit_model_free(trit_model *m);
 
 int trit_model_n_vocab(const trit_model *m);
@@ -41,6 +47,7 @@ typedef struct {
     uint64_t n_bytes_token; /* bytes a decoded token reads: every tensor but an untied embedding table */
     int n_layer, n_embd, n_vocab;
     int rotated;          /* the file declares a Hadamard rotation contract */
+    const char *repack;   /* where the repacked weights came from: "built", "cache" or "none" */
 } trit_model_info;
 
 trit_model_info trit_model_get_info(const trit_model *m);

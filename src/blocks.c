@@ -99,16 +99,23 @@ typedef struct {
     float *att;
 } attend_job;
 
+/* Rows from t on that continue row t's evaluation at consecutive positions: a span of attention. */
+static int span_rows(const exec_row *rows, int t, int nb) {
+    int n = 1;
+    while (t + n < nb && rows[t + n].s == rows[t].s && rows[t + n].pos == rows[t].pos + n && rows[t + n].n_eval == rows[t].n_eval)
+        n++;
+    return n;
+}
+
 static void attend_worker(void *arg, int ith, int nth) {
     const attend_job *j = arg;
-    const hparams *hp = &j->e->m->hp;
-    int hd = hp->head_dim, n = j->nb * hp->n_head;
+    const exec_row *rows = j->e->rows;
+    size_t qdim = (size_t)j->e->m->hp.n_head * j->e->m->hp.head_dim;
     float *scratch = j->e->scores + (size_t)ith * j->e->scores_per_thread;
-    for (int i = ith; i < n; i += nth) {
-        int t = i / hp->n_head, h = i % hp->n_head;
-        const exec_row *r = &j->e->rows[t];
-        size_t at = (size_t)t * hp->n_head * hd + (size_t)h * hd;
-        kv_attend_head(&r->s->kv, j->slot, h, j->q + at, r->pos + 1, j->att + at, scratch, r->n_eval);
+    for (int t = 0, n; t < j->nb; t += n) {
+        n = span_rows(rows, t, j->nb);
+        kv_span sp = {&rows[t].s->kv, j->slot, j->q + t * qdim, j->att + t * qdim, rows[t].pos, n, rows[t].n_eval};
+        kv_attend(&sp, ith, nth, scratch);
     }
 }
 

@@ -6,11 +6,13 @@
  * activation load (decode) and every weight decode (prompt processing). */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "quants.h"
 #include "quants_impl.h"
+#include "repack.h"
 #include "util.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -241,6 +243,101 @@ MATMUL(mm_tq1_0, K_TQ1)
 MATMUL(mm_tq2_0, K_TQ2)
 MATMUL(mm_pq2_0, K_PQ2)
 
+/* ---- Repacked ternary panels (repack.h) x Q8_K. A 64-byte chunk is 4 steps of 16 rows x 4 codes,
+ * rows 0-7 in its first ymm and 8-15 in its second; maddubs of a step with 4 activations of a
+ * token broadcast gives each row's two pair sums, which add up in int16 over a half group, then
+ * one madd per half makes each row's int32 sum. Batches shift and mask each step once for all
+ * tokens of a tile (one accumulator, 32 steps x 2 x 3 x 127 < 2^15). One token (decode) saves
+ * the shifts: steps 0 and 1 masked in place from x, 2 and 3 from x >> 4, code x 1 into one
+ * accumulator (16 steps) and code x 4 of steps 1 and 3 into one each (8 steps x 2 x 12 x 127
+ * < 2^15), shifted back exactly once per half. The sum starts at minus the token's activation
+ * sum (8 bsums), which cancels the +1 of the codes, and ends in one fma with the half's scales x
+ * the token scale: per row the reference's operations in its order, so the result is
+ * bit-identical to repack_vec_dot. */
+enum { PK_T = 4 };
+
+/* Minus the sum of the token's activations over half h of block y (8 bsums of 16). */
+INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
+    const __m128i b = load128(y + offsetof(block_q8_K, bsums) + 16 * h);
+    __m128i s = _mm_madd_epi16(b, _mm_set1_epi16(-1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+/* Panel p0 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
+INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
+    const int M = T == 1 ? 3 : 1; /* accumulators per half panel and token */
+    const uint8_t *w = m->w + (size_t)p0 * m->w_stride, *a[PK_T];
+    __m256 f[2][PK_T];
+    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t) * m->act_stride;
+    UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) f[q][t] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < m->n / RP_K; g++) {
+        const size_t wo = (size_t)g * RP_GROUP_BYTES, ao = (size_t)g * sizeof(block_q8_K);
+        for (int h = 0; h < 2; h++) {
+            __m256i s[2][PK_T][3];
+            UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) UNROLL for (int i = 0; i < M; i++) s[q][t][i] = _mm256_setzero_si256();
+            for (int c = 8 * h; c < 8 * h + 8; c++) {
+                __m256i x[2][2];
+                prefetch_ahead(w + wo + 64 * c);
+                UNROLL for (int q = 0; q < 2; q++) {
+                    x[q][0] = load256(w + wo + 64 * c + 32 * q);
+                    if (M == 3) x[q][1] = _mm256_srli_epi16(x[q][0], 4);
+                }
+                UNROLL for (int j = 0; j < 4; j++) {
+                    __m256i av[PK_T];
+                    UNROLL for (int t = 0; t < T; t++) av[t] = _mm256_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
+                    UNROLL for (int q = 0; q < 2; q++) {
+                        const __m256i cj = M == 3 ? _mm256_and_si256(x[q][j / 2], _mm256_set1_epi8((char)(3 << 2 * (j % 2))))
+                                                  : _mm256_and_si256(j ? _mm256_srli_epi16(x[q][0], 2 * j) : x[q][0], _mm256_set1_epi8(3));
+                        const int i = M == 3 && j % 2 ? 1 + j / 2 : 0;
+                        UNROLL for (int t = 0; t < T; t++) s[q][t][i] = _mm256_add_epi16(s[q][t][i], _mm256_maddubs_epi16(cj, av[t]));
+                    }
+                }
+            }
+            const __m256i ones = _mm256_set1_epi16(1);
+            UNROLL for (int q = 0; q < 2; q++) {
+                const __m256 dw = _mm256_cvtph_ps(load128(w + wo + RP_CODE_BYTES + 2 * (RP_ROWS * h + 8 * q)));
+                UNROLL for (int t = 0; t < T; t++) {
+                    __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s[q][t][0], ones), _mm256_set1_epi32(pk_neg_sum(a[t] + ao, h)));
+                    if (M == 3) /* exact: 4 x the sums of steps 1 and 3 */
+                        is = _mm256_add_epi32(is, _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(s[q][t][1], ones), _mm256_madd_epi16(s[q][t][2], ones)), 2));
+                    f[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(((const block_q8_K *)(a[t] + ao))->d)), f[q][t]);
+                }
+            }
+        }
+    }
+    const int64_t r0 = p0 * RP_ROWS, nr = m->n_rows - r0 < RP_ROWS ? m->n_rows - r0 : RP_ROWS;
+    UNROLL for (int t = 0; t < T; t++) {
+        float tmp[RP_ROWS], *o = m->out + (size_t)(t0 + t) * m->out_stride + (size_t)r0;
+        _mm256_storeu_ps(tmp, f[0][t]), _mm256_storeu_ps(tmp + 8, f[1][t]);
+        memcpy(o, tmp, (size_t)nr * sizeof(float));
+    }
+}
+
+/* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
+#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
+
+static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
+                      int64_t n_tok, float *out, size_t out_stride) {
+    const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
+    const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS;
+    if (n_rows <= 0 || n_tok <= 0) return;
+    for (int64_t p0 = 0; p0 < np; p0++) {
+        if (n_tok == 1) {
+            pk_1(&m, p0, 0);
+            continue;
+        }
+        /* Tokens in fours, the last five as 3 + 2: no lone token in a batch. */
+        for (int64_t t0 = 0; t0 < n_tok;) {
+            const int64_t left = n_tok - t0;
+            if (left == 2) pk_2(&m, p0, t0), t0 += 2;
+            else if (left == 3 || left == 5) pk_3(&m, p0, t0), t0 += 3;
+            else pk_4(&m, p0, t0), t0 += 4;
+        }
+    }
+}
+
 /* ---- F32, F16, BF16: f32 products summed in double, like the reference, 4 rows per pass. */
 
 enum { F_F32, F_F16, F_BF16 };
@@ -424,6 +521,7 @@ void kernels_avx2_init(kernel_set *s) {
     s->matmul[TYPE_F32] = mm_f32;
     s->matmul[TYPE_F16] = mm_f16;
     s->matmul[TYPE_BF16] = mm_bf16;
+    s->matmul_packed = mm_packed;
     s->quantize_act[TYPE_Q8_0] = q8_0_act;
     s->quantize_act[TYPE_Q8_K] = q8_K_act;
     s->quantize_act[TYPE_F16] = f16_act;

@@ -9,6 +9,7 @@
 
 #include "kernels.h"
 #include "quants_impl.h"
+#include "repack.h"
 #include "util.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -190,6 +191,102 @@ MATMUL(mm_tq1_0, K_TQ1)
 MATMUL(mm_tq2_0, K_TQ2)
 MATMUL(mm_pq2_0, K_PQ2)
 
+/* ---- Repacked ternary panels (repack.h) x Q8_K. A 64-byte chunk is 4 steps of 16 rows x 4 codes
+ * in four vectors of 4 rows; sdot by lane j of a step with the chunk's 16 activations accumulates
+ * 4 rows at once. Batches shift and mask each step once for all tokens of a tile. One token
+ * (decode) saves the shifts: steps 0-2 masked in place (code x 4^j, at most 48: still a positive
+ * int8), step 3 shifted down, into accumulators for x 1 (steps 0 and 3), x 4 and x 16, which
+ * shift-accumulate back exactly once per half group. Per half the int32 lanes start at minus the
+ * token's activation sum (8 bsums), which cancels the +1 of the codes, and end in one fma with
+ * the half's scales x the token scale: per row the reference's operations in its order, so the
+ * result is bit-identical to repack_vec_dot. */
+enum { PK_T = 4 };
+
+/* Step j of 16 bytes of a chunk, (x >> 2j) & 3, or for decode (in place) x & 3 << 2j for j < 3.
+ * Immediates spelled out: they must be constants. */
+INLINE int8x16_t pk_step(uint8x16_t x, int j, int in_place) {
+    switch (j) {
+    case 0: return vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(3)));
+    case 1: return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 2)) : vandq_u8(vshrq_n_u8(x, 2), vdupq_n_u8(3)));
+    case 2: return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 4)) : vandq_u8(vshrq_n_u8(x, 4), vdupq_n_u8(3)));
+    default: return vreinterpretq_s8_u8(vshrq_n_u8(x, 6));
+    }
+}
+
+/* s + the dot of every dword of c with dword j of a. */
+INLINE int32x4_t pk_dot(int32x4_t s, int8x16_t c, int8x16_t a, int j) {
+    switch (j) {
+    case 0: return vdotq_laneq_s32(s, c, a, 0);
+    case 1: return vdotq_laneq_s32(s, c, a, 1);
+    case 2: return vdotq_laneq_s32(s, c, a, 2);
+    default: return vdotq_laneq_s32(s, c, a, 3);
+    }
+}
+
+/* Panel p0 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. */
+INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
+    const int M = T == 1 ? 3 : 1; /* accumulators per 4 rows and token */
+    const uint8_t *w = m->w + (size_t)p0 * m->w_stride;
+    const block_q8_K *a[PK_T];
+    float32x4_t f[4][PK_T];
+    UNROLL for (int t = 0; t < T; t++) a[t] = (const block_q8_K *)(m->act + (size_t)(t0 + t) * m->act_stride);
+    UNROLL for (int q = 0; q < 4; q++) UNROLL for (int t = 0; t < T; t++) f[q][t] = vdupq_n_f32(0.0f);
+    for (int64_t g = 0; g < m->n / RP_K; g++) {
+        const size_t wo = (size_t)g * RP_GROUP_BYTES;
+        for (int h = 0; h < 2; h++) {
+            int32x4_t s[4][PK_T][3];
+            UNROLL for (int t = 0; t < T; t++) {
+                const int32x4_t neg = vdupq_n_s32(-vaddlvq_s16(vld1q_s16(a[t][g].bsums + 8 * h)));
+                UNROLL for (int q = 0; q < 4; q++) {
+                    s[q][t][0] = neg;
+                    UNROLL for (int i = 1; i < M; i++) s[q][t][i] = vdupq_n_s32(0);
+                }
+            }
+            for (int c = 8 * h; c < 8 * h + 8; c++) {
+                uint8x16_t x[4];
+                int8x16_t av[PK_T];
+                prefetch_ahead(w + wo + 64 * c);
+                UNROLL for (int q = 0; q < 4; q++) x[q] = vld1q_u8(w + wo + 64 * c + 16 * q);
+                UNROLL for (int t = 0; t < T; t++) av[t] = vld1q_s8(a[t][g].qs + 16 * c);
+                UNROLL for (int j = 0; j < 4; j++) UNROLL for (int q = 0; q < 4; q++) {
+                    const int8x16_t cj = pk_step(x[q], j, M == 3);
+                    const int i = M == 3 && j < 3 ? j : 0;
+                    UNROLL for (int t = 0; t < T; t++) s[q][t][i] = pk_dot(s[q][t][i], cj, av[t], j);
+                }
+            }
+            UNROLL for (int q = 0; q < 4; q++) {
+                const uint8_t *d = w + wo + RP_CODE_BYTES + 2 * (RP_ROWS * h + 4 * q);
+                const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)d)));
+                UNROLL for (int t = 0; t < T; t++) {
+                    int32x4_t is = s[q][t][0];
+                    if (M == 3) is = vsraq_n_s32(vsraq_n_s32(is, s[q][t][1], 2), s[q][t][2], 4); /* exact: 4^j x the sums */
+                    f[q][t] = vfmaq_f32(f[q][t], vcvtq_f32_s32(is), vmulq_n_f32(dw, a[t][g].d));
+                }
+            }
+        }
+    }
+    const int64_t r0 = p0 * RP_ROWS, nr = m->n_rows - r0 < RP_ROWS ? m->n_rows - r0 : RP_ROWS;
+    UNROLL for (int t = 0; t < T; t++) {
+        float tmp[RP_ROWS], *o = m->out + (size_t)(t0 + t) * m->out_stride + (size_t)r0;
+        UNROLL for (int q = 0; q < 4; q++) vst1q_f32(tmp + 4 * q, f[q][t]);
+        memcpy(o, tmp, (size_t)nr * sizeof(float));
+    }
+}
+
+/* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
+#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
+
+static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
+                      int64_t n_tok, float *out, size_t out_stride) {
+    static void (*const tile[PK_T])(const mm_args *, int64_t, int64_t) = {pk_1, pk_2, pk_3, pk_4};
+    const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
+    const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS;
+    if (n_rows <= 0 || n_tok <= 0) return;
+    for (int64_t p0 = 0; p0 < np; p0++)
+        for (int64_t t0 = 0; t0 < n_tok; t0 += PK_T) tile[(n_tok - t0 < PK_T ? n_tok - t0 : PK_T) - 1](&m, p0, t0);
+}
+
 void kernels_neon_init(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
@@ -197,5 +294,6 @@ void kernels_neon_init(kernel_set *s) {
     s->matmul[TYPE_TQ1_0] = mm_tq1_0;
     s->matmul[TYPE_Q8_0] = mm_q8_0;
     s->matmul[TYPE_Q1_0] = mm_q1_0;
+    s->matmul_packed = mm_packed;
 }
 #endif

@@ -157,6 +157,7 @@ int model_has_weights(const model *m) { return m->layers != NULL; }
 
 void model_free(model *m) {
     if (!m) return;
+    model_unpack(m);
     free(m->layers);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);

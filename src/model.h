@@ -63,7 +63,11 @@ typedef struct {
     weight ffn_down;               /* n_ff -> n_embd */
 } layer;
 
+/* Where a model's repacked weights come from (model_repack). */
+typedef enum { PACK_NONE, PACK_BUILT, PACK_CACHE } pack_source;
+
 typedef struct model model;
+typedef struct pack_writer pack_writer;
 typedef struct session session;
 typedef struct exec exec;
 
@@ -83,6 +87,11 @@ struct model {
     struct pool *pool; /* threads shared by the model's sessions (evaluated from one thread at a time) */
     int pool_users;
     int n_owned, cap_owned;
+    pack_source pack_from;
+    file_map pack_map;       /* PACK_CACHE: the cache file holding the repacked weights */
+    uint8_t *pack_mem;       /* PACK_BUILT: anonymous memory holding them */
+    size_t pack_mem_bytes;
+    pack_writer *pack_writer; /* the cache file still being written from pack_mem, or NULL */
     /* Runs one pass of nb rows (e->rows: session and position of each); logits of row t go to
      * out[t] when not NULL. */
     void (*forward)(exec *e, const int32_t *tokens, int nb, float *const *out);
@@ -92,6 +101,19 @@ struct model {
  * A vocab-only file gives a model with no layers (tokenizing works, evaluation refuses). */
 model *model_load(const char *path, int use_mmap, trit_err *err);
 void model_free(model *m);
+
+/* Packable bytes from which model_repack keeps the repacked weights in the on-disk cache. */
+#define MODEL_REPACK_CACHE_MIN (16ull << 20)
+/* Repacks every ternary matmul weight (repack_type_ok, n_in % RP_K == 0; not the token table,
+ * nor a tied output) on all cores: mapped from the cache (repack_cache.h) when the packed bytes
+ * reach cache_min and a valid cache exists, else built (and the cache written; when it cannot
+ * be, one note on stderr). use_mmap = 0 reads the cache into memory. -1 with err set only when
+ * out of memory. */
+int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err);
+/* Releases the repacked weights (model_free does), once a cache file being written is done. */
+void model_unpack(model *m);
+/* "built", "cache" or "none". */
+const char *model_pack_source(const model *m);
 int model_has_weights(const model *m);
 
 /* "<arch>.<key>" as an integer in [lo, hi] / a float in [lo, hi]; def when absent (an integer

@@ -50,13 +50,14 @@ int repack_panels(uint32_t type, const uint8_t *src, uint64_t row_bytes, int64_t
                 else memset(codes[r], 1, RP_K), d[r][0] = d[r][1] = 0;
             }
             uint8_t *out = dst + (uint64_t)p * pb + (uint64_t)g * RP_GROUP_BYTES;
+            /* Byte i of the 4 codes at 16c+4j.. holds element 16c+4j+i: shifted 2j and OR-ed, the
+             * four steps fill dword r of chunk c (bytewise, so in either byte order). */
             for (int c = 0; c < RP_K / 16; c++)
-                for (int r = 0; r < RP_ROWS; r++)
-                    for (int i = 0; i < 4; i++) {
-                        uint8_t b = 0;
-                        for (int j = 0; j < 4; j++) b |= (uint8_t)((codes[r][16 * c + 4 * j + i] & 3) << (2 * j));
-                        out[64 * c + 4 * r + i] = b;
-                    }
+                for (int r = 0; r < RP_ROWS; r++) {
+                    uint32_t dw = 0;
+                    for (int j = 0; j < 4; j++) dw |= (rd_u32(&codes[r][16 * c + 4 * j]) & 0x03030303u) << (2 * j);
+                    memcpy(out + 64 * c + 4 * r, &dw, 4);
+                }
             for (int h = 0; h < 2; h++)
                 for (int r = 0; r < RP_ROWS; r++) memcpy(out + RP_CODE_BYTES + 2 * (RP_ROWS * h + r), &d[r][h], 2);
         }

@@ -36,7 +36,7 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size
     e->max_ctx = n_ctx;
     /* attention scores, or the chunked GDN's decays, betas and n*d + 2*n*n work floats */
     size_t gdn = hp->n_recurrent ? nb * (2 + d + 2 * nb) : 0;
-    e->scores_per_thread = (max3((size_t)n_ctx, max3(2 * (size_t)hp->head_dim, inner, gdn), 0) + 15) & ~(size_t)15;
+    e->scores_per_thread = (max3(kv_attend_scratch(n_ctx, hp->head_dim), inner, gdn) + 15) & ~(size_t)15;
     e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
     e->logits = carve(base, cur, (size_t)EXEC_LOGIT_ROWS * hp->n_vocab);
     e->mm.widest = (int64_t)widest_in;

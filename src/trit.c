@@ -24,7 +24,7 @@ static void copy_err(const trit_err *e, char *err, size_t errlen) {
 }
 
 trit_model_params trit_model_default_params(void) {
-    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0};
+    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = MODEL_REPACK_CACHE_MIN};
     return p;
 }
 
@@ -38,6 +38,10 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
         return NULL;
     }
     tm->m = model_load(path, p->use_mmap, &e);
+    if (tm->m && p->repack && model_repack(tm->m, p->use_mmap, p->repack_cache_min, &e)) {
+        model_free(tm->m);
+        tm->m = NULL;
+    }
     if (!tm->m) {
         copy_err(&e, err, errlen);
         free(tm);
@@ -58,7 +62,8 @@ int trit_model_n_vocab(const trit_model *m) {
 trit_model_info trit_model_get_info(const trit_model *tm) {
     const model *m = tm->m;
     trit_model_info info = {.arch = m->arch, .ftype = "none", .n_layer = m->hp.n_layer, .n_embd = m->hp.n_embd,
-                            .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present};
+                            .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present,
+                            .repack = model_pack_source(m)};
     uint64_t by_type[TYPE_COUNT] = {0};
     for (size_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];

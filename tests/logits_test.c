@@ -6,11 +6,14 @@
 #include "test.h"
 #include "trit.h"
 
-float *test_logits(const char *path, int *n_vocab) {
+float *test_logits(const char *path, int *n_vocab) { return test_logits_with(path, NULL, n_vocab, NULL); }
+
+float *test_logits_with(const char *path, const trit_model_params *p, int *n_vocab, const char **repack) {
     static const int32_t seq[] = {1, 15, 27, 300, 42, 7, 99, 100};
     char err[512];
-    trit_model *m = trit_model_load(path, NULL, err, sizeof err);
+    trit_model *m = trit_model_load(path, p, err, sizeof err);
     if (!m) return test_failed(__FILE__, __LINE__, "%s: %s", path, err), NULL;
+    if (repack) *repack = trit_model_get_info(m).repack;
     trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .kv_f32 = 1};
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     *n_vocab = trit_model_n_vocab(m);

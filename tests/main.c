@@ -14,6 +14,7 @@
     X(gguf)       \
     X(types)      \
     X(kernels)    \
+    X(repack)     \
     X(attn)       \
     X(tokenizer)  \
     X(bpe)        \
@@ -108,6 +109,9 @@ int run_cmd(const char *cmd, char **out) {
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0;
+    /* Caches of repacked weights go to a directory of this run, never to $HOME (it may be read-only). */
+    char cache[] = "/tmp/trit-tests-cache-XXXXXX", rm[64];
+    if (!mkdtemp(cache) || setenv("TRIT_CACHE_DIR", cache, 1)) return fprintf(stderr, "cannot make %s\n", cache), 1;
     struct { const char *name; const test_case *cases; } suites[] = {
 #define ENTRY(s) {#s, s##_tests},
         SUITES(ENTRY)
@@ -125,6 +129,8 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
+    snprintf(rm, sizeof rm, "rm -rf '%s'", cache);
+    run_cmd(rm, NULL);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -1,7 +1,10 @@
-/* attn: the SIMD path of f16-cache attention against the portable code, bit for bit, on random
- * caches with values large enough that every f16 rounding of the accumulator matters, head sizes
- * with and without a tail past the vector width, and query heads sharing a KV head. On a CPU
- * without AVX2 both calls take the portable path. */
+/* attn: every code path this CPU runs (kv_attend_at at each level up to kv_attend_level) against
+ * the portable one, on random caches whose values vary by a factor of 100 between positions, over
+ * spans of many lengths and start positions, head sizes with and without a tail past the vector
+ * width, GQA ratios from 1 to 40 query heads per KV head, both cache types, and work split over 1
+ * to 3 threads (each thread's call alone, so the shares must cover every row and head, and give
+ * the same bits for any thread count). Cache positions past a span's last one hold NaN: reading a
+ * key the causal mask excludes fails. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,68 +20,171 @@ static float frand(float scale) {
     return scale * ((float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
 }
 
-static void attend_f16_same(void) {
-    const int dims[] = {128, 72, 8}, n_ctx = 300, n_head = 4, n_head_kv = 2, layers = 2;
-    const int keys[] = {1, 7, 64, 300};
-    for (int d = 0; d < 3; d++) {
-        int hd = dims[d], kvdim = n_head_kv * hd;
-        kv_cache c = {1, n_ctx, layers, n_head, n_head_kv, hd, NULL, NULL};
-        c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
-        float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
-        float *q = malloc((size_t)hd * sizeof *q), *a = malloc((size_t)hd * sizeof *a), *b = malloc((size_t)hd * sizeof *b);
-        float *scratch = malloc((size_t)(n_ctx + 2 * hd) * sizeof *scratch);
-        REQUIRE(c.k && c.v && k && v && q && a && b && scratch);
-        for (int il = 0; il < layers; il++)
-            for (int p = 0; p < n_ctx; p++) {
-                for (int i = 0; i < kvdim; i++) k[i] = frand(3), v[i] = frand(p % 5 ? 2 : 200);
-                kv_store(&c, il, p, k, v);
-            }
-        int same = 1;
-        for (int il = 0; il < layers; il++)
-            for (int h = 0; h < n_head; h++)
-                for (int n = 0; n < 4; n++) {
-                    for (int i = 0; i < hd; i++) q[i] = frand(4);
-                    kv_attend_head(&c, il, h, q, keys[n], a, scratch, 1);
-                    kv_attend_head_ref(&c, il, h, q, keys[n], b, scratch, 1);
-                    same &= !memcmp(a, b, (size_t)hd * sizeof *a);
-                }
-        CHECKF(same, "head_dim %d: %s attention differs from the portable code", hd, kernels_get()->name);
-        free(c.k), free(c.v), free(k), free(v), free(q), free(a), free(b), free(scratch);
+typedef struct {
+    kv_cache c;
+    float *q, *a, *b, *scratch;
+} rig;
+
+/* A one-layer cache of n_ctx positions, random up to position `last`, NaN past it. */
+static int rig_new(rig *r, int f16, int n_head, int n_head_kv, int hd, int n_ctx, int last, int nq) {
+    memset(r, 0, sizeof *r);
+    r->c = (kv_cache){f16, n_ctx, 1, n_head, n_head_kv, hd, NULL, NULL};
+    int kvdim = n_head_kv * hd;
+    size_t qn = (size_t)nq * n_head * hd;
+    r->c.k = malloc(kv_cache_bytes(&r->c)), r->c.v = malloc(kv_cache_bytes(&r->c));
+    r->q = malloc(qn * sizeof(float)), r->a = malloc(qn * sizeof(float)), r->b = malloc(qn * sizeof(float));
+    r->scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof(float));
+    float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
+    int ok = r->c.k && r->c.v && r->q && r->a && r->b && r->scratch && k && v;
+    for (int p = 0; ok && p < n_ctx; p++) {
+        for (int i = 0; i < kvdim; i++)
+            k[i] = p <= last ? frand(3) : NAN, v[i] = p <= last ? frand(p % 5 ? 2 : 200) : NAN;
+        kv_store(&r->c, 0, p, k, v);
     }
+    for (size_t i = 0; ok && i < qn; i++) r->q[i] = frand(1.5f);
+    free(k), free(v);
+    return ok ? 0 : -1;
 }
 
-/* The f32 arithmetic of long prompts (either cache type): the SIMD path sums in another order,
- * so it is held to float rounding of the sum of |terms| rather than to the bit. */
-static void attend_plain_close(void) {
-    const int dims[] = {128, 72}, n_ctx = 300, n_head = 4, n_head_kv = 2;
-    for (int f16 = 0; f16 < 2; f16++)
-        for (int d = 0; d < 2; d++) {
-            int hd = dims[d], kvdim = n_head_kv * hd;
-            kv_cache c = {f16, n_ctx, 1, n_head, n_head_kv, hd, NULL, NULL};
-            c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
-            float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
-            float *q = malloc((size_t)hd * sizeof *q), *a = malloc((size_t)hd * sizeof *a), *b = malloc((size_t)hd * sizeof *b);
-            float *scratch = malloc((size_t)(n_ctx + 2 * hd) * sizeof *scratch);
-            REQUIRE(c.k && c.v && k && v && q && a && b && scratch);
-            for (int p = 0; p < n_ctx; p++) {
-                for (int i = 0; i < kvdim; i++) k[i] = frand(3), v[i] = frand(p % 5 ? 2 : 200);
-                kv_store(&c, 0, p, k, v);
-            }
-            double worst = 0;
-            for (int h = 0; h < n_head; h++) {
-                for (int i = 0; i < hd; i++) q[i] = frand(1);
-                kv_attend_head(&c, 0, h, q, n_ctx, a, scratch, KV_TILED_BATCH);
-                kv_attend_head_ref(&c, 0, h, q, n_ctx, b, scratch, KV_TILED_BATCH);
-                for (int i = 0; i < hd; i++) worst = fmax(worst, fabs((double)a[i] - b[i]) / 200);
-            }
-            CHECKF(worst <= 1e-5, "%s cache, head_dim %d: %s attention differs by %g of the largest value",
-                   f16 ? "f16" : "f32", hd, kernels_get()->name, worst);
-            free(c.k), free(c.v), free(k), free(v), free(q), free(a), free(b), free(scratch);
+static void rig_free(rig *r) { free(r->c.k), free(r->c.v), free(r->q), free(r->a), free(r->b), free(r->scratch); }
+
+static double cache_at(const kv_cache *c, const void *base, size_t i) {
+    return c->f16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+/* Runs the span on a path as nth threads' calls (outputs start as NaN). */
+static void run(const kv_span *sp, float *out, int level, int nth, float *scratch) {
+    size_t n = (size_t)sp->nq * sp->c->n_head * sp->c->head_dim;
+    for (size_t i = 0; i < n; i++) out[i] = NAN;
+    kv_span s = *sp;
+    s.out = out;
+    for (int ith = 0; ith < nth; ith++) kv_attend_at(&s, level, ith, nth, scratch);
+}
+
+/* The f16 arithmetic of short batches: every path equals the portable one bit for bit. */
+static void attend_f16_same(void) {
+    const int dims[] = {128, 72, 8}, heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}};
+    const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}};
+    int best = kv_attend_level();
+    for (int d = 0; d < 3; d++)
+        for (int s = 0; s < 6; s++) {
+            int hd = dims[d], nh = heads[(s + d) % 4][0], nkv = heads[(s + d) % 4][1], pos0 = spans[s][0], nq = spans[s][1];
+            rig r;
+            REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
+            kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, 1};
+            run(&sp, r.b, KV_PORTABLE, 1, r.scratch);
+            for (int level = KV_AVX2; level <= best; level++)
+                for (int nth = 1; nth <= 3; nth++) {
+                    run(&sp, r.a, level, nth, r.scratch);
+                    CHECKF(!memcmp(r.a, r.b, (size_t)nq * nh * hd * sizeof(float)),
+                           "head_dim %d, span %d+%d, level %d, %d threads: f16 attention differs from the portable code", hd,
+                           pos0, nq, level, nth);
+                }
+            rig_free(&r);
         }
 }
 
+/* The f32 arithmetic (either cache type; an f16 cache from KV_TILED_BATCH on). Both results are
+ * held to the exact value (in double, from the cached values): with u = 2^-24 and
+ * g(n) = n u / (1 - n u), a score q·k/sqrt(hd) is off by at most e = g(hd + 2) Σ|q_i k_i|/sqrt(hd),
+ * so each softmax weight by a factor within exp(±2e), and the exponentials, their sum over n keys,
+ * the rescaling of online softmax and the weighted sum of values add at most g(2n + 40) relative.
+ * So |path - exact| <= (exp(2e) - 1 + g(2n + 40)) Σ p_j |v_j|, and two paths differ by at most
+ * twice that. Masking a key wrongly, or dropping one, misses it by a whole weight. */
+static void attend_f32_close(void) {
+    const int dims[] = {128, 64, 80, 72, 256}, heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
+    const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
+    const double u = 1.0 / (1 << 24);
+    int best = kv_attend_level();
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int d = 0; d < 5; d++)
+            for (int s = 0; s < 8; s++) {
+                int hd = dims[d], nh = heads[(s + d) % 7][0], nkv = heads[(s + d) % 7][1], pos0 = spans[s][0], nq = spans[s][1];
+                int qdim = nh * hd, kvdim = nkv * hd;
+                rig r;
+                REQUIRE(!rig_new(&r, f16, nh, nkv, hd, 300, pos0 + nq - 1, nq));
+                kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, KV_TILED_BATCH};
+                run(&sp, r.b, KV_PORTABLE, 1, r.scratch);
+                double *p = malloc(300 * sizeof *p), *bound = malloc((size_t)qdim * nq * sizeof *bound);
+                REQUIRE(p && bound);
+                for (int t = 0; t < nq; t++)
+                    for (int h = 0; h < nh; h++) {
+                        const float *q = r.q + (size_t)t * qdim + (size_t)h * hd;
+                        size_t head = (size_t)(h / (nh / nkv)) * hd;
+                        int n = pos0 + t + 1;
+                        double mx = -INFINITY, e = 0, sum = 0, scale = 1 / sqrt(hd);
+                        for (int j = 0; j < n; j++) {
+                            double dot = 0, mag = 0;
+                            for (int i = 0; i < hd; i++) {
+                                double x = q[i] * cache_at(&r.c, r.c.k, (size_t)j * kvdim + head + i);
+                                dot += x, mag += fabs(x);
+                            }
+                            p[j] = dot * scale, mx = fmax(mx, p[j]);
+                            e = fmax(e, (hd + 2) * u / (1 - (hd + 2) * u) * mag * scale);
+                        }
+                        for (int j = 0; j < n; j++) sum += p[j] = exp(p[j] - mx);
+                        double rel = expm1(2 * e) + (2 * n + 40) * u / (1 - (2 * n + 40) * u);
+                        for (int i = 0; i < hd; i++) {
+                            double mag = 0, exact = 0;
+                            for (int j = 0; j < n; j++) {
+                                double v = cache_at(&r.c, r.c.v, (size_t)j * kvdim + head + i);
+                                mag += p[j] / sum * fabs(v), exact += p[j] / sum * v;
+                            }
+                            size_t at = (size_t)t * qdim + (size_t)h * hd + i;
+                            bound[at] = rel * mag;
+                            CHECKF(fabs(r.b[at] - exact) <= bound[at], "portable path off the exact value by %g > %g",
+                                   fabs(r.b[at] - exact), bound[at]);
+                        }
+                    }
+                float *one = malloc((size_t)qdim * nq * sizeof *one);
+                REQUIRE(one);
+                for (int level = KV_AVX2; level <= best; level++)
+                    for (int nth = 1; nth <= 3; nth++) {
+                        run(&sp, r.a, level, nth, r.scratch);
+                        if (nth == 1) memcpy(one, r.a, (size_t)qdim * nq * sizeof *one);
+                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "level %d: %d threads differ from one", level, nth);
+                        double w = 0;
+                        for (size_t i = 0; i < (size_t)qdim * nq; i++) {
+                            double x = fabs((double)r.a[i] - r.b[i]) / (2 * bound[i]);
+                            w = isnan(x) ? INFINITY : fmax(w, x);
+                        }
+                        CHECKF(w <= 1, "%s cache, head_dim %d, %d/%d heads, span %d+%d, level %d, %d threads: %g of the bound",
+                               f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, level, nth, w);
+                    }
+                free(p), free(bound), free(one);
+                rig_free(&r);
+            }
+}
+
+/* kv_store's f16 rows (F16C where the CPU has it) against f32_to_f16, bit for bit: ties, the
+ * edges of the f16 range, subnormals, infinities, NaN payloads, and a row with a tail. */
+static void store_f16_same(void) {
+    const float special[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, -1e9f,
+                             6e-8f, 2.9e-8f, 3e-8f, 6.1e-5f, -6.09e-5f, 1e-40f, INFINITY, -INFINITY, NAN};
+    const int ns = (int)(sizeof special / sizeof special[0]), hd = 21, kvdim = 2 * hd;
+    kv_cache c = {1, 4, 1, 2, 2, hd, NULL, NULL};
+    c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
+    float k[42], v[42];
+    REQUIRE(c.k && c.v);
+    int same = 1;
+    for (int p = 0; p < 4; p++) {
+        for (int i = 0; i < kvdim; i++) {
+            k[i] = i < ns && p == 0 ? special[i] : frand(p == 1 ? 1e-4f : 70000.0f);
+            uint32_t u = 0x7f800001u + (uint32_t)i * 4099u; /* NaNs with payloads */
+            if (p == 3) memcpy(&v[i], &u, sizeof u);
+            else v[i] = -k[i];
+        }
+        kv_store(&c, 0, p, k, v);
+        for (int i = 0; i < kvdim; i++)
+            same &= ((uint16_t *)c.k)[p * kvdim + i] == f32_to_f16(k[i]) && ((uint16_t *)c.v)[p * kvdim + i] == f32_to_f16(v[i]);
+    }
+    CHECKF(same, "kv_store's f16 rows differ from f32_to_f16 (%s)", kernels_get()->name);
+    free(c.k), free(c.v);
+}
+
 const test_case attn_tests[] = {
+    {"store_f16_same", store_f16_same},
     {"attend_f16_same", attend_f16_same},
-    {"attend_plain_close", attend_plain_close},
+    {"attend_f32_close", attend_f32_close},
     {0},
 };

@@ -159,13 +159,23 @@ static int compare_out(const char *who, uint32_t t, int64_t n, int64_t rows, int
 }
 
 /* The same case through the repacked layout (repack.h) in every variant, scalar included: PQ2_0
- * and PTQ1_0 repacked in the scalar set equal their reference bit for bit. */
+ * and PTQ1_0 repacked in the scalar set equal their reference bit for bit, and the SIMD kernels
+ * named in exact_packed (the per-row operations of repack_vec_dot in its order) equal the scalar
+ * packed output bit for bit for every type. */
+static const char *const exact_packed[] = {"avx2", "avx512", "neon"};
+
+static int is_exact_packed(const char *name) {
+    for (size_t i = 0; i < sizeof exact_packed / sizeof exact_packed[0]; i++)
+        if (strcmp(name, exact_packed[i]) == 0) return 1;
+    return 0;
+}
+
 static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
                          const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode, int pad) {
     uint64_t pb = repack_bytes(t, n, rows);
     uint8_t *pbuf = malloc(pb + 64);
-    float *got = malloc((size_t)toks * os * sizeof(float));
-    REQUIRE(pb && pbuf && got);
+    float *got = malloc((size_t)toks * os * sizeof(float)), *sc = malloc((size_t)toks * os * sizeof(float));
+    REQUIRE(pb && pbuf && got && sc);
     uint8_t *p = pbuf + (pad ? 4 : 0); /* off 64-byte alignment too */
     REQUIRE(repack_panels(t, w, ws, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p) == 0);
     const kernel_set *all[NVARIANTS + 1] = {kernels_variant("scalar")};
@@ -177,6 +187,14 @@ static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, cons
         for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
         all[v]->matmul_packed(n, p, repack_panel_bytes(n), rows, a, as, toks, got, os);
         if (compare_out(who, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad)) break;
+        if (v == 0) memcpy(sc, got, (size_t)toks * os * sizeof(float));
+        else if (is_exact_packed(all[v]->name))
+            for (int64_t tk = 0; tk < toks; tk++)
+                for (int64_t r = 0; r < rows; r++) {
+                    float g = got[(size_t)tk * os + (size_t)r], e = sc[(size_t)tk * os + (size_t)r];
+                    CHECKF(memcmp(&g, &e, sizeof g) == 0 || (isnan(g) && isnan(e)), "%s %s n=%lld rows=%lld toks=%lld [t%lld r%lld]: %.9g vs scalar packed %.9g",
+                           who, type_name(t), (long long)n, (long long)rows, (long long)toks, (long long)tk, (long long)r, g, e);
+                }
         if (v == 0 && (t == TYPE_PQ2_0 || t == TYPE_PTQ1_0))
             for (int64_t tk = 0; tk < toks; tk++)
                 for (int64_t r = 0; r < rows; r++) {
@@ -185,7 +203,7 @@ static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, cons
                            type_name(t), (long long)tk, (long long)r, g, e);
                 }
     }
-    free(pbuf), free(got);
+    free(pbuf), free(got), free(sc);
 }
 
 /* One matmul case against every other variant, and repacked where the type allows; pad adds bytes
@@ -290,6 +308,18 @@ static void matmul_packed_batches(void) {
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
 
+/* The packed kernels' tiles: panels per pass (up to 4 for one token) with a partial last panel,
+ * and every n_tok up to past two token blocks (8 for avx512, 4 for avx2 and neon). */
+static void matmul_packed_tiles(void) {
+    static const uint32_t types[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0};
+    static const int64_t rows[] = {16 * 4 + 16 + 7, 16 * 5, 16 * 2 + 1};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            for (int64_t toks = 1; toks <= 17; toks++)
+                check_case(types[i], 2 * RP_K, rows[r], toks, toks % 3 ? W_RAW : W_RANDOM, A_RANDOM, (int)((toks + (int64_t)r) % 2));
+    printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
+}
+
 /* Zero blocks, d = 0, extreme scales, all +1 / all -1, saturated activations. */
 static void matmul_edges(void) {
     for (size_t i = 0; i < NTYPES; i++) {
@@ -375,6 +405,7 @@ const test_case kernels_tests[] = {
     {"matmul_lengths", matmul_lengths},
     {"matmul_shapes", matmul_shapes},
     {"matmul_batches", matmul_batches},
+    {"matmul_packed_tiles", matmul_packed_tiles},
     {"matmul_edges", matmul_edges},
     {"matmul_packed_batches", matmul_packed_batches},
     {"quantize_act_bitexact", quantize_act_bitexact},
