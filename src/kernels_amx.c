@@ -21,11 +21,11 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (measured against the avx512 file-layout
- * kernels: AMX is 1.2-1.3x at 2-3 tokens, 2.4x at 4, but 0.7x at 1). CHUNK tokens share each
- * unpacked group (128 measured slower: their activations per group no longer sit in L1 beside
- * the B tiles). */
-enum { AMX_MIN_TOK = 4, CHUNK = 64 };
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (measured against its packed kernel,
+ * TQ2_0 / PTQ1_0 4096x4096: AMX 0.35x at 1 token, 0.6-0.8x at 2-3, 0.96-1.06x at 4, 1.2x at 6,
+ * 1.4-1.7x at 8). CHUNK tokens share each unpacked group (128 measured slower: their activations
+ * per group no longer sit in L1 beside the B tiles). */
+enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
 static kernel_matmul below;
 
