@@ -21,11 +21,12 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs (measured against its packed kernel,
- * TQ2_0 / PTQ1_0 4096x4096: AMX 0.35x at 1 token, 0.6-0.8x at 2-3, 0.96-1.06x at 4, 1.2x at 6,
- * 1.4-1.7x at 8). CHUNK tokens share each unpacked group (128 measured slower: their activations
- * per group no longer sit in L1 beside the B tiles). */
-enum { AMX_MIN_TOK = 6, CHUNK = 64 };
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel, TQ2_0 /
+ * PTQ1_0 4096x4096 cache-resident: AMX 0.35x at 1 token, 0.6-0.8x at 2-3, 1.0x at 4, 1.2x at 6,
+ * 1.4-1.7x at 8; but trit bench on qwen3-1.7b TQ2_0 (weights from memory): 0.86-1.0x at pp8,
+ * 1.35x at pp16, 1.4x at pp32, 2.3-2.6x at pp64. CHUNK tokens share each unpacked group (128
+ * measured slower: their activations per group no longer sit in L1 beside the B tiles). */
+enum { AMX_MIN_TOK = 9, CHUNK = 64 };
 
 static kernel_matmul below;
 
@@ -185,7 +186,10 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, co
     }
 }
 
-enum { RB = 512 }; /* rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once */
+/* Rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once. Batches of one tile
+ * of tokens take one panel pair at a time instead: their activations fit L1 anyway, and weights
+ * from memory stream better one pair after another than 32 pairs a group at a time. */
+enum { RB = 512, RB_FEW = 32 };
 
 static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                        int64_t n_tok, float *out, size_t out_stride) {
@@ -205,8 +209,9 @@ static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows
         const int64_t nt = n_tok - t0 < CHUNK ? n_tok - t0 : CHUNK, ntp = nt < 16 ? nt : (nt + 15) & ~(int64_t)15;
         gather(ng, (const uint8_t *)act + (size_t)t0 * act_stride, act_stride, nt, ntp, ap, ti);
         BARRIER();
-        for (int64_t r0 = 0; r0 < n_rows; r0 += RB) {
-            const int64_t nr = n_rows - r0 < RB ? n_rows - r0 : RB, np = (nr + RP_ROWS - 1) / RP_ROWS;
+        const int64_t rb = ntp_max <= 16 ? RB_FEW : RB;
+        for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
+            const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb, np = (nr + RP_ROWS - 1) / RP_ROWS;
             panels(ng, (const uint8_t *)w + (size_t)(r0 / RP_ROWS) * w_stride, w_stride, np, ap, ti, nt, ntp, acc);
             for (int64_t p = 0; p < np; p += 2) {
                 const int64_t rows = nr - RP_ROWS * p < 32 ? nr - RP_ROWS * p : 32;
