@@ -6,6 +6,7 @@
  * activation load (decode) and every weight decode (prompt processing). */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -46,6 +47,13 @@ INLINE float h2f(const uint8_t *p) { return _cvtsh_ss(rd_u16(p)); }
 /* Weight rows stream from DRAM; a software prefetch 8 KiB ahead (best of 1-8 KiB measured) keeps
  * more lines in flight than the hardware prefetchers alone do. A hint: it never faults. */
 INLINE void prefetch_ahead(const uint8_t *p) { _mm_prefetch((const char *)(p + 8192), _MM_HINT_T0); }
+
+INLINE int32_t hsum_i32(__m256i v) {
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4e));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xb1));
+    return _mm_cvtsi128_si32(x);
+}
 
 INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -188,13 +196,16 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
 }
 
 /* ---- Q8_K-activation family (TQ1_0, TQ2_0: one weight block per Q8_K block; PQ2_0, PTQ1_0: two).
- * One scale per weight block: int16 pair sums add up over the whole block (|sum| <= 8*768). */
+ * One scale per weight block: int16 pair sums add up over the whole block (|sum| <= 8*768). The
+ * code offset is subtracted from the block's whole integer sum before it becomes float: per lane
+ * the unsigned-code sums can dwarf the true terms (zero weights still add their activation), so
+ * scaling lanes separately would round errors far beyond the result's own size. One fma per
+ * block, as the reference does it. */
 INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
     const kind_info ki = info(k);
     const int nch = ki.nb / 32;
     const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256 acc[4][4];
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    float acc[4][4] = {{0}};
     for (int64_t i = 0; i < n / ki.nb; i++) {
         UNROLL for (int r = 0; r < R; r++) prefetch_ahead(w[r] + i * ki.bytes);
         const size_t yoff = (size_t)(i * ki.nb / QK_K) * sizeof(block_q8_K);
@@ -220,11 +231,11 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             float dw = h2f(w[r] + i * ki.bytes + ki.d_off);
             UNROLL for (int t = 0; t < T; t++) {
                 __m256i p = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), off[t]);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * da[t]), acc[r][t]);
+                acc[r][t] = fmaf((float)hsum_i32(p), dw * da[t], acc[r][t]);
             }
         }
     }
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = hsum(acc[r][t]);
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = acc[r][t];
 }
 
 /* ---- Tiling (kernels_tile.h): which tile kernel a kind uses. */
