@@ -42,13 +42,13 @@ static void mm_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
+        const int64_t unit = row_unit(w, j->nb);
         int64_t r0, r1;
-        share(w->n_out, row_unit(w, j->nb), ith, nth, &r0, &r1);
+        share(w->n_out, unit, ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
         if (j->direct) {
             /* With several tokens, rows go in blocks small enough to stay in cache while every
              * token passes over them: each weight is read from memory once per pass. */
-            const int64_t unit = row_unit(w, j->nb);
             const int64_t bytes = w->packed ? MM_PACKED_BLOCK_BYTES : MM_BLOCK_BYTES;
             int64_t block = j->nb > 1 ? (bytes / (int64_t)w->row_bytes + unit - 1) / unit * unit : r1 - r0;
             for (int64_t rb = r0; rb < r1; rb += block) {

@@ -39,7 +39,8 @@ static void plan_free(plan *p) {
  * token table is read by rows, so it and a tied output stay. */
 static int plan_make(model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
-    const int per_layer = 12, cap = m->hp.n_layer * per_layer + 1;
+    enum { PER_LAYER = 12 }; /* the size of ws[] below: an extra entry there fails to compile */
+    const int cap = m->hp.n_layer * PER_LAYER + 1;
     p->all = calloc((size_t)cap, sizeof *p->all);
     p->slot = calloc((size_t)cap, sizeof *p->slot);
     p->e = calloc((size_t)cap, sizeof *p->e);
@@ -47,9 +48,9 @@ static int plan_make(model *m, plan *p, trit_err *err) {
     if (!p->all || !p->slot || !p->e || !p->src) return plan_free(p), fail(err, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
         layer *y = &m->layers[l];
-        weight *ws[] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->qkv, &y->gate, &y->alpha, &y->beta,
+        weight *ws[PER_LAYER] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->qkv, &y->gate, &y->alpha, &y->beta,
                         &y->ssm_out, &y->ffn_gate, &y->ffn_up, &y->ffn_down};
-        for (int i = 0; i < per_layer; i++)
+        for (int i = 0; i < PER_LAYER; i++)
             if (packable(ws[i])) p->all[p->n_all++] = ws[i];
     }
     if (m->output.data != m->tok_embd.data && packable(&m->output)) p->all[p->n_all++] = &m->output;
