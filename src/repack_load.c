@@ -35,8 +35,9 @@ static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
 }
 
-/* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below). The
- * token table is read by rows, so it and a tied output stay. */
+/* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below) and
+ * the output. The token table is read by rows and keeps the file's; a tied output is a copy of its
+ * weight struct, packed on its own (every decode step reads it whole). */
 static int plan_make(model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
     enum { PER_LAYER = 12 }; /* the size of ws[] below: an extra entry there fails to compile */
@@ -53,7 +54,7 @@ static int plan_make(model *m, plan *p, trit_err *err) {
         for (int i = 0; i < PER_LAYER; i++)
             if (packable(ws[i])) p->all[p->n_all++] = ws[i];
     }
-    if (m->output.data != m->tok_embd.data && packable(&m->output)) p->all[p->n_all++] = &m->output;
+    if (packable(&m->output)) p->all[p->n_all++] = &m->output;
     for (int k = 0; k < p->n_all; k++) {
         const weight *w = p->all[k];
         uint32_t i = 0;
