@@ -124,18 +124,18 @@ void trit_sampler_accept(trit_sampler *s, int32_t tok) {
 
 /* ---- the chain ---- */
 
-/* Copies the logits into the candidates, penalising repeated tokens (llama.cpp: logits <= 0 are
- * multiplied, others divided) and making every value finite so comparisons stay a total order. */
+/* Token i's logit, penalised if it was repeated (llama.cpp: logits <= 0 are multiplied, others
+ * divided) and made finite so that comparisons stay a total order. */
+static float logit_of(const trit_sampler *s, const float *logits, int i) {
+    float l = logits[i], pen = s->par.repeat_penalty;
+    if (pen != 1.0f && s->count[i]) l = l <= 0 ? l * pen : l / pen;
+    if (isnan(l)) return -FLT_MAX;
+    return l > FLT_MAX ? FLT_MAX : l < -FLT_MAX ? -FLT_MAX : l;
+}
+
+/* Every token a candidate. */
 static void fill(trit_sampler *s, const float *logits) {
-    float pen = s->par.repeat_penalty;
-    for (int i = 0; i < s->n_vocab; i++) {
-        float l = logits[i];
-        if (pen != 1.0f && s->count[i]) l = l <= 0 ? l * pen : l / pen;
-        if (isnan(l)) l = -FLT_MAX;
-        else if (l > FLT_MAX) l = FLT_MAX;
-        else if (l < -FLT_MAX) l = -FLT_MAX;
-        s->c[i] = (cand){.id = i, .logit = l};
-    }
+    for (int i = 0; i < s->n_vocab; i++) s->c[i] = (cand){.id = i, .logit = logit_of(s, logits, i)};
 }
 
 /* Higher logit first; the lower id breaks ties so every step is deterministic. */
@@ -179,13 +179,17 @@ static void heap_sort(cand *c, int n) {
     }
 }
 
-/* Keeps the k best candidates, sorted, in c[0..k). O(n log k). */
-static int top_k(cand *c, int n, int k) {
-    if (k <= 0 || k >= n) return n;
+/* The k best tokens (0 < k < n_vocab), sorted, as s->c[0..k): a heap of k, the others only read,
+ * since a later token (higher id) must beat the worst kept one's logit outright. */
+static int top_k(trit_sampler *s, const float *logits, int k) {
+    cand *c = s->c;
+    for (int i = 0; i < k; i++) c[i] = (cand){.id = i, .logit = logit_of(s, logits, i)};
     heapify(c, k);
-    for (int i = k; i < n; i++) {
-        if (!cand_before(&c[i], &c[0])) continue;
-        c[0] = c[i];
+    for (int i = k; i < s->n_vocab; i++) {
+        if (!(logits[i] > c[0].logit) && !(s->count[i] && s->par.repeat_penalty < 1.0f)) continue; /* cannot rise */
+        float l = logit_of(s, logits, i);
+        if (!(l > c[0].logit)) continue;
+        c[0] = (cand){.id = i, .logit = l};
         heap_down(c, k, 0);
     }
     heap_sort(c, k);
@@ -241,10 +245,13 @@ static int32_t draw(trit_sampler *s, int n) {
 
 int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
-    fill(s, logits);
-    int n = s->n_vocab;
-    if (s->par.temp <= 0) return s->c[argmax(s->c, n)].id;
-    int k = top_k(s->c, n, s->par.top_k);
+    int n = s->n_vocab, k = s->par.top_k;
+    if (s->par.temp > 0 && k > 0 && k < n) k = top_k(s, logits, k);
+    else {
+        fill(s, logits);
+        if (s->par.temp <= 0) return s->c[argmax(s->c, n)].id;
+        k = n;
+    }
     n = top_p(s->c, k, s->par.top_p, k < s->n_vocab);
     n = min_p(s->c, n, s->par.min_p);
     return draw(s, n);

@@ -95,10 +95,12 @@ static void test_reset_replays(void) {
 
 /* Draws many samples and checks each token's frequency against want[] within 5 sigma;
  * a token with want 0 must never appear. */
-static void check_distribution(const trit_sampler_params *p, const float *l, const double *want, int n) {
+static void check_distribution_after(const trit_sampler_params *p, const float *l, const double *want, int n,
+                                     int32_t accepted) {
     enum { DRAWS = 200000 };
     trit_sampler *s = trit_sampler_new(p, n);
     REQUIRE(s);
+    if (accepted >= 0) trit_sampler_accept(s, accepted);
     int hist[16] = {0};
     for (int i = 0; i < DRAWS; i++) {
         int32_t t = trit_sampler_sample(s, l);
@@ -111,6 +113,10 @@ static void check_distribution(const trit_sampler_params *p, const float *l, con
         else CHECKF(fabs(f - want[i]) < 5 * sd + 1e-4, "token %d: freq %.4f, want %.4f", i, f, want[i]);
     }
     trit_sampler_free(s);
+}
+
+static void check_distribution(const trit_sampler_params *p, const float *l, const double *want, int n) {
+    check_distribution_after(p, l, want, n, -1);
 }
 
 static const double probs[5] = {0.40, 0.30, 0.15, 0.10, 0.05};
@@ -151,6 +157,23 @@ static void test_top_k(void) {
     p.top_k = 3;
     const double want[5] = {0.40 / 0.85, 0.30 / 0.85, 0.15 / 0.85, 0, 0};
     check_distribution(&p, l, want, 5);
+    /* equal logits: the lower ids are kept */
+    const float flat[5] = {1, 1, 1, 1, 1};
+    p.top_k = 2;
+    const double halves[5] = {0.5, 0.5, 0, 0, 0};
+    check_distribution(&p, flat, halves, 5);
+}
+
+/* A repeat penalty under 1 lifts a repeated token into the top k from below it. */
+static void test_top_k_lifted(void) {
+    float l[5];
+    log_probs(l);
+    trit_sampler_params p = plain(5);
+    p.top_k = 3;
+    p.repeat_penalty = 0.5f; /* log 0.05 = -3.0 -> -1.5: between log 0.3 and log 0.15 */
+    double e4 = exp(0.5 * log(0.05)), z = 0.4 + 0.3 + e4;
+    const double want[5] = {0.4 / z, 0.3 / z, 0, 0, e4 / z};
+    check_distribution_after(&p, l, want, 5, 4);
 }
 
 /* Temperature 0.5 squares the probabilities; it comes after the filters, which see the
@@ -299,6 +322,7 @@ const test_case sampler_tests[] = {
     {"min_p", test_min_p},
     {"top_p", test_top_p},
     {"top_k", test_top_k},
+    {"top_k_lifted", test_top_k_lifted},
     {"temperature", test_temperature},
     {"top_p_full_vocab", test_top_p_full_vocab},
     {"repeat_penalty", test_repeat_penalty},
