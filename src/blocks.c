@@ -141,17 +141,61 @@ void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x) {
     }
 }
 
+/* Element work of a pass below which its rows run on the calling thread alone. */
+#define ROWS_PARALLEL_WORK (1 << 13)
+
+typedef struct {
+    exec *e;
+    const layer *L;
+    row_fn fn;
+    int nb;
+} rows_job;
+
+static void rows_worker(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    for (int t = j->nb * ith / nth, end = j->nb * (ith + 1) / nth; t < end; t++) j->fn(j->e, j->L, t);
+}
+
+void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn) {
+    rows_job j = {e, L, fn, nb};
+    if (nb > 1 && width * nb >= ROWS_PARALLEL_WORK) pool_run(e->mm.pool, rows_worker, &j);
+    else rows_worker(&j, 0, 1);
+}
+
+void residual_row(exec *e, const layer *L, int t) {
+    (void)L;
+    size_t E = (size_t)e->m->hp.n_embd;
+    float *x = e->x + t * E, *d = e->xn + t * E;
+    for (size_t i = 0; i < E; i++) x[i] += d[i];
+}
+
+void attn_norm_row(exec *e, const layer *L, int t) {
+    size_t E = (size_t)e->m->hp.n_embd;
+    rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm, (int)E, e->m->hp.rms_eps);
+}
+
+static void ffn_norm_row(exec *e, const layer *L, int t) {
+    size_t E = (size_t)e->m->hp.n_embd;
+    rmsnorm(e->xn + t * E, e->x + t * E, L->ffn_norm, (int)E, e->m->hp.rms_eps);
+}
+
+static void swiglu_row(exec *e, const layer *L, int t) {
+    (void)L;
+    size_t F = (size_t)e->m->hp.n_ff;
+    float *g = e->h1 + t * F, *u = e->h2 + t * F;
+    for (size_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
+}
+
 void ffn_block(exec *e, const layer *L, int nb) {
     const hparams *hp = &e->m->hp;
-    int E = hp->n_embd, F = hp->n_ff;
-    for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->ffn_norm, E, hp->rms_eps);
+    each_row(e, L, nb, hp->n_embd, ffn_norm_row);
     const weight *in[] = {&L->ffn_gate, &L->ffn_up};
     float *out[] = {e->h1, e->h2};
     project(e, 2, in, out, e->xn, nb);
-    for (size_t i = 0; i < (size_t)nb * F; i++) e->h1[i] = silu(e->h1[i]) * e->h2[i];
+    each_row(e, L, nb, 8 * (int64_t)hp->n_ff, swiglu_row); /* an expf an element */
     const weight *down[] = {&L->ffn_down};
     project(e, 1, down, &e->xn, e->h1, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
+    each_row(e, L, nb, hp->n_embd, residual_row);
 }
 
 /* Rows that want logits go through the output matrix together, EXEC_LOGIT_ROWS at a time: a pass

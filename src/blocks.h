@@ -14,6 +14,14 @@ void attend(exec *e, int slot, const float *q, float *att, int nb);
 void store_kv(exec *e, int slot, int t, const float *k, const float *v);
 /* Embedding rows of nb tokens into x (back from the rotated basis when the table is stored so). */
 void embed_tokens(const model *m, const int32_t *tokens, int nb, float *x);
+/* fn(e, L, t) for the pass's rows t in [0, nb), split over the threads when width (elements of
+ * work a row) times nb is worth waking them for. Rows must not touch each other's data. */
+typedef void (*row_fn)(exec *e, const layer *L, int t);
+void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn);
+/* Row t of x += xn (a block's residual). */
+void residual_row(exec *e, const layer *L, int t);
+/* Row t of xn = rmsnorm(x, L->attn_norm) (a block's input). */
+void attn_norm_row(exec *e, const layer *L, int t);
 /* x += SwiGLU FFN(rmsnorm(x, L->ffn_norm)) for nb rows. */
 void ffn_block(exec *e, const layer *L, int nb);
 /* Final norm and output projection for the rows that want logits. */

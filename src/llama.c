@@ -37,29 +37,34 @@ int llama_load(model *m, trit_err *err) {
     return 0;
 }
 
+/* Row t's query and key heads normed (qwen3) and rotated; its keys and values into the cache. */
+static void qk_row(exec *e, const layer *L, int t) {
+    const hparams *hp = &e->m->hp;
+    int hd = hp->head_dim, pos = e->rows[t].pos;
+    size_t qdim = (size_t)hp->n_head * hd, kvdim = (size_t)hp->n_head_kv * hd;
+    float *q = e->q + t * qdim, *k = e->k + t * kvdim;
+    if (L->q_norm) {
+        head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
+        head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
+    }
+    rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
+    rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
+    store_kv(e, L->slot, t, k, e->v + t * kvdim);
+}
+
 /* x += attention(rmsnorm(x)) for nb rows. */
 static void attention_block(exec *e, const layer *L, int nb) {
     const hparams *hp = &e->m->hp;
-    int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
-    for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+    int64_t E = hp->n_embd;
+    each_row(e, L, nb, E, attn_norm_row);
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
     float *qkv[] = {e->q, e->k, e->v};
     project(e, 3, in, qkv, e->xn, nb);
-    for (int t = 0; t < nb; t++) {
-        int pos = e->rows[t].pos;
-        float *q = e->q + (size_t)t * qdim, *k = e->k + (size_t)t * kvdim;
-        if (L->q_norm) {
-            head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
-            head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
-        }
-        rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
-        rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
-        store_kv(e, L->slot, t, k, e->v + (size_t)t * kvdim);
-    }
+    each_row(e, L, nb, 4 * (int64_t)(hp->n_head + hp->n_head_kv) * hp->head_dim, qk_row);
     attend(e, L->slot, e->q, e->att, nb);
     const weight *o[] = {&L->wo};
     project(e, 1, o, &e->xn, e->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
+    each_row(e, L, nb, E, residual_row);
 }
 
 static void llama_forward(exec *e, const int32_t *tokens, int nb, float *const *out) {

@@ -14,6 +14,8 @@
  * activations per call is spread (1.15-1.25x at 64 tokens). */
 #define MM_BLOCK_BYTES (256 << 10)
 #define MM_PACKED_BLOCK_BYTES (1 << 20)
+/* Activation values below which a pass's rows are quantized on the calling thread alone. */
+#define QUANT_PARALLEL_WORK (1 << 14)
 
 typedef struct {
     mm_ctx *c;
@@ -74,6 +76,22 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Activations of a pass's rows quantized for the kernels, rows split over the threads. */
+typedef struct {
+    mm_ctx *c;
+    const float *x;
+    int64_t n_in;
+    int nb;
+    size_t stride;
+    int act_type;
+} quant_job;
+
+static void quant_worker(void *arg, int ith, int nth) {
+    const quant_job *q = arg;
+    for (int t = q->nb * ith / nth, end = q->nb * (ith + 1) / nth; t < end; t++)
+        q->c->k->quantize_act[q->act_type](q->x + (size_t)t * q->n_in, q->c->act + t * q->stride, q->n_in);
+}
+
 /* Runs the weights of ws whose activation encoding is act_type (or, act_type < 0, the f32 ones). */
 static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb, int act_type) {
     const weight *sel[16];
@@ -87,9 +105,10 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
     if (!n) return;
     mm_job j = {c, n, sel, out, x, nb, 0, act_type >= 0};
     if (j.direct) {
-        int64_t n_in = sel[0]->n_in;
-        j.act_stride = (size_t)type_row_bytes((uint32_t)act_type, n_in);
-        for (int t = 0; t < nb; t++) c->k->quantize_act[act_type](x + (size_t)t * n_in, c->act + t * j.act_stride, n_in);
+        quant_job q = {c, x, sel[0]->n_in, nb, (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), act_type};
+        j.act_stride = q.stride;
+        if (nb > 1 && nb * q.n_in >= QUANT_PARALLEL_WORK) pool_run(c->pool, quant_worker, &q);
+        else quant_worker(&q, 0, 1);
     }
     int64_t work = 0;
     for (int i = 0; i < n; i++) work += sel[i]->n_in * sel[i]->n_out * nb;
@@ -124,16 +143,16 @@ void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
 }
 
 void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, rope_kind kind) {
-    /* theta_i = pos * base^(-2i/n_rot), advanced by repeated multiplication as ggml does. */
+    /* theta_i = pos * base^(-2i/n_rot), advanced by repeated multiplication as ggml does; one
+     * cosine and sine per frequency serve every head. */
     const float step = powf(base, -2.0f / (float)n_rot);
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * head_dim;
-        float theta = (float)pos;
-        for (int i = 0; i < n_rot / 2; i++, theta *= step) {
-            float c = cosf(theta), s = sinf(theta);
-            int a = kind == ROPE_NEOX ? i : 2 * i;
-            int b = kind == ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
-            float x0 = v[a], x1 = v[b];
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++, theta *= step) {
+        float c = cosf(theta), s = sinf(theta);
+        int a = kind == ROPE_NEOX ? i : 2 * i;
+        int b = kind == ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim, x0 = v[a], x1 = v[b];
             v[a] = x0 * c - x1 * s;
             v[b] = x0 * s + x1 * c;
         }

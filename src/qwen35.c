@@ -108,34 +108,46 @@ int qwen35_load(model *m, trit_err *err) {
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
+/* Row t's query (split from its gate) and key heads normed and rotated; keys and values cached. */
+static void gated_qk_row(exec *e, const layer *L, int t) {
+    const hparams *hp = &e->m->hp;
+    int hd = hp->head_dim, pos = e->rows[t].pos;
+    size_t qdim = (size_t)hp->n_head * hd, kvdim = (size_t)hp->n_head_kv * hd;
+    float *q = e->q + t * qdim, *k = e->k + t * kvdim;
+    const float *qg = e->h1 + t * 2 * qdim;
+    for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
+    head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
+    head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
+    rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
+    rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
+    store_kv(e, L->slot, t, k, e->v + t * kvdim);
+}
+
+/* Row t's attention output times the sigmoid of its gate. */
+static void gate_row(exec *e, const layer *L, int t) {
+    (void)L;
+    const hparams *hp = &e->m->hp;
+    int hd = hp->head_dim;
+    size_t qdim = (size_t)hp->n_head * hd;
+    float *att = e->att + t * qdim;
+    const float *qg = e->h1 + t * 2 * qdim;
+    for (int h = 0; h < hp->n_head; h++)
+        for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
+}
+
 /* x += gated attention(h): per head, query and gate interleaved in attn_q's output. */
 static void gated_attention(exec *e, const layer *L, int nb) {
     const hparams *hp = &e->m->hp;
-    int E = hp->n_embd, hd = hp->head_dim, qdim = hp->n_head * hd, kvdim = hp->n_head_kv * hd;
+    int64_t qdim = (int64_t)hp->n_head * hp->head_dim;
     const weight *in[] = {&L->wq, &L->wk, &L->wv};
     float *qkv[] = {e->h1, e->k, e->v}; /* h1: [nb][n_head][query hd | gate hd] */
     project(e, 3, in, qkv, e->xn, nb);
-    for (int t = 0; t < nb; t++) {
-        int pos = e->rows[t].pos;
-        float *q = e->q + (size_t)t * qdim, *k = e->k + (size_t)t * kvdim;
-        const float *qg = e->h1 + (size_t)t * 2 * qdim;
-        for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
-        head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
-        head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
-        rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
-        rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
-        store_kv(e, L->slot, t, k, e->v + (size_t)t * kvdim);
-    }
+    each_row(e, L, nb, 4 * (qdim + (int64_t)hp->n_head_kv * hp->head_dim), gated_qk_row);
     attend(e, L->slot, e->q, e->att, nb);
-    for (int t = 0; t < nb; t++) {
-        float *att = e->att + (size_t)t * qdim;
-        const float *qg = e->h1 + (size_t)t * 2 * qdim;
-        for (int h = 0; h < hp->n_head; h++)
-            for (int i = 0; i < hd; i++) att[h * hd + i] *= sigmoid(qg[(size_t)h * 2 * hd + hd + i]);
-    }
+    each_row(e, L, nb, 8 * qdim, gate_row); /* an expf an element */
     const weight *o[] = {&L->wo};
     project(e, 1, o, &e->xn, e->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
+    each_row(e, L, nb, hp->n_embd, residual_row);
 }
 
 /* Causal depthwise convolution of one token's channels with the carried window, then SiLU.
@@ -337,17 +349,16 @@ static void gated_deltanet(exec *e, const layer *L, int nb) {
         }
     const weight *ow[] = {&L->ssm_out};
     project(e, 1, ow, &e->xn, e->att, nb);
-    for (size_t i = 0; i < (size_t)nb * E; i++) e->x[i] += e->xn[i];
+    each_row(e, L, nb, E, residual_row);
 }
 
 static void qwen35_forward(exec *e, const int32_t *tokens, int nb, float *const *out) {
     const model *m = e->m;
     const hparams *hp = &m->hp;
-    int E = hp->n_embd;
     embed_tokens(m, tokens, nb, e->x);
     for (int il = 0; il < hp->n_layer; il++) {
         const layer *L = &m->layers[il];
-        for (int t = 0; t < nb; t++) rmsnorm(e->xn + (size_t)t * E, e->x + (size_t)t * E, L->attn_norm, E, hp->rms_eps);
+        each_row(e, L, nb, hp->n_embd, attn_norm_row);
         if (L->recurrent) gated_deltanet(e, L, nb);
         else gated_attention(e, L, nb);
         ffn_block(e, L, nb);
