@@ -182,8 +182,7 @@ static void ffn_norm_row(exec *e, const layer *L, int t) {
 static void swiglu_row(exec *e, const layer *L, int t) {
     (void)L;
     size_t F = (size_t)e->m->hp.n_ff;
-    float *g = e->h1 + t * F, *u = e->h2 + t * F;
-    for (size_t i = 0; i < F; i++) g[i] = silu(g[i]) * u[i];
+    e->mm.k->swiglu(e->h1 + t * F, e->h2 + t * F, (int64_t)F);
 }
 
 void ffn_block(exec *e, const layer *L, int nb) {
@@ -192,7 +191,7 @@ void ffn_block(exec *e, const layer *L, int nb) {
     const weight *in[] = {&L->ffn_gate, &L->ffn_up};
     float *out[] = {e->h1, e->h2};
     project(e, 2, in, out, e->xn, nb);
-    each_row(e, L, nb, 8 * (int64_t)hp->n_ff, swiglu_row); /* an expf an element */
+    each_row(e, L, nb, 2 * (int64_t)hp->n_ff, swiglu_row);
     const weight *down[] = {&L->ffn_down};
     project(e, 1, down, &e->xn, e->h1, nb);
     each_row(e, L, nb, hp->n_embd, residual_row);

@@ -3,6 +3,7 @@
  * flags; nothing here executes their instructions unless the CPU and OS support them. */
 #include "kernels.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,10 @@ static void scalar_packed(int64_t n, const void *w, size_t w_stride, int64_t n_r
                                (const uint8_t *)act + (size_t)t * act_stride);
 }
 
+static void scalar_swiglu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void scalar_init(kernel_set *s) {
     static const struct { int type; kernel_matmul mm; } mms[] = {
         {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
@@ -68,6 +73,7 @@ static void scalar_init(kernel_set *s) {
     s->name = "scalar";
     for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
     s->matmul_packed = scalar_packed;
+    s->swiglu = scalar_swiglu;
     for (int t = 0; t < TYPE_COUNT; t++) {
         const type_traits *tt = type_get((uint32_t)t);
         if (tt) s->quantize_act[t] = tt->quantize_act;

@@ -27,6 +27,8 @@ typedef struct {
     /* Repacked ternary weights (repack.h) x Q8_K activations: w is the panel holding row 0,
      * w_stride the bytes of one panel (RP_ROWS rows); rows past n_rows are not stored. */
     kernel_matmul matmul_packed;
+    /* g[i] = silu(g[i]) * u[i] (SwiGLU); SIMD sets use an exp within 2 ulp of expf's. */
+    void (*swiglu)(float *g, const float *u, int64_t n);
 } kernel_set;
 
 /* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU

@@ -521,6 +521,40 @@ static void bf16_act(const float *x, void *y, int64_t n) {
     }
 }
 
+/* e^x for x <= 88.7 (above: inf) as 2^k e^r, |r| <= ln2 / 2, r split in two parts of ln 2 and
+ * e^r = 1 + r + r^2 P(r) with Cephes' degree-5 minimax P; 2^k built in the exponent field, x
+ * held at -87.3 below (e^x then ~1e-38, not the denormal or 0 of expf). */
+static inline __m256 exp_avx2(__m256 x) {
+    const __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.7f), _CMP_GT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* k in [-126, 128]: 2^k as (k + 127) << 23, split in two factors so that k = 128 fits */
+    const __m256i ki = _mm256_cvtps_epi32(k), half = _mm256_srai_epi32(ki, 1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, half), _mm256_set1_epi32(127)), 23));
+    return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(p, s1), s2), _mm256_set1_ps(INFINITY), big);
+}
+
+static void swiglu(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 void kernels_avx2_init(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
@@ -537,5 +571,6 @@ void kernels_avx2_init(kernel_set *s) {
     s->quantize_act[TYPE_Q8_K] = q8_K_act;
     s->quantize_act[TYPE_F16] = f16_act;
     s->quantize_act[TYPE_BF16] = bf16_act;
+    s->swiglu = swiglu;
 }
 #endif

@@ -233,6 +233,36 @@ static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wm
     free(wbuf), free(abuf), free(tmp), free(ref), free(got);
 }
 
+/* swiglu: every set's against silu(g) * u in double, within 4 ulp of the result or 1e-30 (where
+ * g < -87 overflows e^-g: expf to inf, giving -0; the SIMD exp stops at ~1e38), over a sweep of g
+ * from -120 to 120, u of both signs, and lengths with a tail. */
+static void swiglu_sets(void) {
+    enum { N = 4099 };
+    float *g = malloc(N * sizeof *g), *u = malloc(N * sizeof *u), *y = malloc(N * sizeof *y);
+    REQUIRE(g && u && y);
+    for (int i = 0; i < N; i++) g[i] = -120.0f + 240.0f * (float)i / (N - 1), u[i] = (i % 3 ? 1.0f : -0.37f) * (1 + i % 7);
+    g[5] = 0, g[6] = -0.0f, g[7] = 1e-30f, g[8] = 88.7f, g[9] = -88.7f, g[10] = 87.0f;
+    const kernel_set *all[NVARIANTS + 1] = {kernels_variant("scalar")};
+    for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
+    for (size_t v = 0; v < NVARIANTS + 1; v++) {
+        if (!all[v]) continue;
+        for (int len = N; len >= N - 8; len -= 4) {
+            memcpy(y, g, N * sizeof *y);
+            all[v]->swiglu(y, u, len);
+            double worst = 0;
+            for (int i = 0; i < len; i++) {
+                double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+                double err = fabs(y[i] - want) / (4 * 0x1p-23 * fabs(want) + 1e-30);
+                worst = err > worst ? err : worst;
+            }
+            CHECKF(worst <= 1, "%s swiglu, %d values: error %.2f of the bound", all[v]->name, len, worst);
+            if (len == N) printf("    %-7s swiglu: worst error %.2f of the bound\n", all[v]->name, worst);
+            for (int i = len; i < N; i++) CHECKF(y[i] == g[i], "%s swiglu wrote past %d", all[v]->name, len);
+        }
+    }
+    free(g), free(u), free(y);
+}
+
 static void variants_resolve(void) {
     const kernel_set *sc = kernels_variant("scalar");
     REQUIRE(sc && strcmp(sc->name, "scalar") == 0);
@@ -409,5 +439,6 @@ const test_case kernels_tests[] = {
     {"matmul_edges", matmul_edges},
     {"matmul_packed_batches", matmul_packed_batches},
     {"quantize_act_bitexact", quantize_act_bitexact},
+    {"swiglu_sets", swiglu_sets},
     {0},
 };
