@@ -19,25 +19,10 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 
-/* Weight kinds; each is a weight type with its activation family. */
-enum { K_PTQ1, K_Q1, K_Q2, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
-
 /* Decode tile (one token) and prompt tile (rows x tokens). */
 enum { DEC_R = 4, PP_R = 2, PP_T = 4, MAX_R = 4 };
 
-typedef struct { int nb, bytes, d_off; } kind_info;
-
-INLINE kind_info info(int k) {
-    switch (k) {
-    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
-    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
-    case K_Q2: return (kind_info){QK2_0, sizeof(block_q2_0), 0};
-    case K_Q8: return (kind_info){QK8_0, sizeof(block_q8_0), 0};
-    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
-    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
-    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
-    }
-}
+#include "kernels_kind.h"
 
 INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 INLINE __m128i load128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }

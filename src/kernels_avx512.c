@@ -23,21 +23,9 @@
 #define UNROLL _Pragma("GCC unroll 8")
 #define UNROLL16 _Pragma("GCC unroll 16")
 
-enum { K_PTQ1, K_Q1, K_Q2, K_TQ1, K_TQ2, K_PQ2, K_Q8 };
 enum { DEC_R = 8, PP_R = 4, PP_T = 3, MAX_R = 8 };
 
-typedef struct { int nb, bytes, d_off; } kind_info;
-
-INLINE kind_info info(int k) {
-    switch (k) {
-    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
-    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
-    case K_Q2: return (kind_info){QK2_0, sizeof(block_q2_0), 0};
-    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
-    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
-    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
-    }
-}
+#include "kernels_kind.h"
 
 INLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
@@ -324,7 +312,6 @@ INLINE int kcmax(int U) { return U == 4 ? G_KC / 2 : G_KC; }
 INLINE int gstride(int U) { return U * kcmax(U); }
 
 /* info() with Q8_0 weights; the elements one integer sum covers. */
-INLINE kind_info ginfo(int k) { return k == K_Q8 ? (kind_info){QK8_0, sizeof(block_q8_0), 0} : info(k); }
 INLINE int interval(int k) { return act_q8_K(k) ? info(k).nb : 32; }
 
 /* 4U bytes at p in every 4U-byte unit of a zmm. */
@@ -430,7 +417,7 @@ INLINE __m512i q8_codes(const uint8_t *w, int e, int kc) {
 /* Codes of weight rows r0.. (16U of them, the last row repeated), elements k0..k0+kc: row group
  * v (U rows) at codes + v*gstride(U), step s at 4U s; block scales dw[v][block][row in group]. */
 INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t *codes, float (*dw)[G_KC / 32][4]) {
-    const kind_info ki = ginfo(k);
+    const kind_info ki = info(k);
     for (int v = 0; v < 16; v++) {
         const uint8_t *w[4];
         uint8_t *dst = codes + (size_t)v * gstride(U);
@@ -469,7 +456,7 @@ typedef struct { __m512 v[16][G_MAXG]; } ftile;
 /* Row groups [rv0, rv0+RV) of the panel x token groups [0, G), elements k0..k0+kc, into f. */
 INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, const uint8_t *codes, const float (*dw)[G_KC / 32][4],
                       const act_pack *p, ftile *f) {
-    const int L = interval(k), nb = ginfo(k).nb;
+    const int L = interval(k), nb = info(k).nb;
     for (int j = 0; j < kc / L; j++) {
         const int64_t jj = k0 / L + j; /* interval in the row */
         __m512i s[16][G_MAXG];

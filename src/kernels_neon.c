@@ -15,21 +15,9 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-enum { K_PTQ1, K_Q1, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
 enum { DEC_R = 4, PP_R = 2, PP_T = 4, MAX_R = 4 };
 
-typedef struct { int nb, bytes, d_off; } kind_info;
-
-INLINE kind_info info(int k) {
-    switch (k) {
-    case K_PTQ1: return (kind_info){QK_PTQ1_0, sizeof(block_ptq1_0), 26};
-    case K_Q1: return (kind_info){QK1_0, sizeof(block_q1_0), 0};
-    case K_Q8: return (kind_info){QK8_0, sizeof(block_q8_0), 0};
-    case K_TQ1: return (kind_info){QK_K, sizeof(block_tq1_0), 52};
-    case K_TQ2: return (kind_info){QK_K, sizeof(block_tq2_0), 64};
-    default: return (kind_info){QK_PQ2_0, sizeof(block_pq2_0), 0};
-    }
-}
+#include "kernels_kind.h"
 
 INLINE float h2f(const uint8_t *p) { return f16_to_f32(rd_u16(p)); }
 
