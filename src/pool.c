@@ -4,6 +4,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,10 @@
 #include <unistd.h>
 
 #define SPIN_ROUNDS 200000
+/* Spins between yields: on a machine busier than its cores, a waiting thread gives its core to the
+ * one it waits for (which may have been preempted) instead of spinning out a time slice; on an idle
+ * one sched_yield returns at once. */
+#define YIELD_EVERY 1024
 
 struct pool {
     int n;
@@ -38,7 +43,8 @@ static void *worker(void *v) {
     for (;;) {
         unsigned g;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen && spins < SPIN_ROUNDS) spins++;
+        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen && spins < SPIN_ROUNDS)
+            if (++spins % YIELD_EVERY == 0) sched_yield();
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
             while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) pthread_cond_wait(&p->wake, &p->mu);
@@ -110,8 +116,8 @@ void pool_run(pool *p, pool_fn fn, void *arg) {
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     fn(arg, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-    }
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;)
+        if (++spins % YIELD_EVERY == 0) sched_yield();
 }
 
 int pool_size(const pool *p) { return p->n; }
