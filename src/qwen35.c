@@ -174,24 +174,6 @@ static void l2_normalize(float *x, int n, float eps) {
 
 /* One token of the gated delta rule for value head h: M <- exp(g) M; M += beta (v - M k) k^T;
  * o = M q. M is [d values][d keys]. */
-static void delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int d) {
-    for (int i = 0; i < d; i++) {
-        float *row = M + (size_t)i * d;
-        float mk = 0;
-        for (int j = 0; j < d; j++) {
-            row[j] *= decay;
-            mk += row[j] * k[j];
-        }
-        float delta = beta * (v[i] - mk);
-        float oi = 0;
-        for (int j = 0; j < d; j++) {
-            row[j] += delta * k[j];
-            oi += row[j] * q[j];
-        }
-        o[i] = oi;
-    }
-}
-
 /* y += a x, in blocks of 8 so that the compiler's block vectorizer makes vector code of it. */
 static void axpy(float *restrict y, float a, const float *restrict x, int n) {
     int i = 0;
@@ -202,27 +184,61 @@ static void axpy(float *restrict y, float a, const float *restrict x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* x . y in 8 interleaved partial sums (vector lanes for the compiler, no serial add chain). */
+static float dot(const float *restrict x, const float *restrict y, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[i + l] * y[i + l];
+    for (; i < n; i++) acc[i % 8] += x[i] * y[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
-/* The same with FMA, for kernel sets whose CPU has AVX2 (fused: last-bit differences only). */
+/* The same two with FMA, for kernel sets whose CPU has AVX2 (fused: last-bit differences only). */
 __attribute__((target("avx2,fma"))) static void axpy_fma(float *restrict y, float a, const float *restrict x, int n) {
     const __m256 va = _mm256_set1_ps(a);
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
+
+__attribute__((target("avx2,fma"))) static float dot_fma(const float *restrict x, const float *restrict y, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+    float l[8];
+    _mm256_storeu_ps(l, acc);
+    for (; i < n; i++) l[i % 8] += x[i] * y[i];
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
 #endif
 
-typedef void (*axpy_fn)(float *restrict y, float a, const float *restrict x, int n);
+typedef struct {
+    void (*axpy)(float *restrict y, float a, const float *restrict x, int n);
+    float (*dot)(const float *restrict x, const float *restrict y, int n);
+} vec_ops;
 
-/* The chunked recurrence spends most of its time in axpy: the library is built for the baseline
- * ISA, so the FMA form is picked from the kernel set the CPU check chose. */
-static axpy_fn pick_axpy(const kernel_set *ks) {
+/* The recurrence spends most of its time in axpy and dot: the library is built for the baseline
+ * ISA, so the FMA forms are picked from the kernel set the CPU check chose. */
+static vec_ops pick_vec(const kernel_set *ks) {
 #if defined(__x86_64__)
-    if (strcmp(ks->name, "scalar") != 0) return axpy_fma;
+    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, dot_fma};
 #endif
     (void)ks;
-    return axpy;
+    return (vec_ops){axpy, dot};
+}
+
+/* One token of the gated delta rule for one head: S = decay S; S += beta (v - S k) k^T; o = S q. */
+static void delta_step(vec_ops vo, float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                       float *o, int d) {
+    for (int i = 0; i < d; i++) {
+        float *row = M + (size_t)i * d;
+        for (int j = 0; j < d; j++) row[j] *= decay;
+        vo.axpy(row, beta * (v[i] - vo.dot(row, k, d)), k, d);
+        o[i] = vo.dot(row, q, d);
+    }
 }
 
 /* Runs of at least this many tokens of one session take the chunked form. */
@@ -239,7 +255,7 @@ static axpy_fn pick_axpy(const kernel_set *ks) {
 static void delta_chunk(const kernel_set *ks, float *M, const float *q, const float *k, const float *v, int stride,
                         float *lg, const float *beta, float *o, int ostride, int n, int d, float *scratch) {
     kernel_matmul mm = ks->matmul[TYPE_F32];
-    const axpy_fn ax = pick_axpy(ks);
+    const vec_ops vo = pick_vec(ks);
     float *D = scratch, *kk = D + (size_t)n * d, *kq = kk + (size_t)n * n; /* kk[t][s] = k_s.k_t, kq[t][s] = k_s.q_t */
     size_t rs = (size_t)stride * sizeof(float), ds = (size_t)d * sizeof(float);
     mm(d, M, ds, d, k, rs, n, D, (size_t)d);             /* D[t] = S_0 k_t */
@@ -253,11 +269,11 @@ static void delta_chunk(const kernel_set *ks, float *M, const float *q, const fl
         for (int i = 0; i < d; i++) Dt[i] = beta[t] * (vt[i] - G * Dt[i]), ot[i] *= G;
         for (int s = 0; s < t; s++) {
             float c = -beta[t] * expf(lg[t] - lg[s]) * kk[(size_t)t * n + s];
-            ax(Dt, c, D + (size_t)s * d, d);
+            vo.axpy(Dt, c, D + (size_t)s * d, d);
         }
         for (int s = 0; s <= t; s++) {
             float c = expf(lg[t] - lg[s]) * kq[(size_t)t * n + s];
-            ax(ot, c, D + (size_t)s * d, d);
+            vo.axpy(ot, c, D + (size_t)s * d, d);
         }
     }
     float Gn = expf(lg[n - 1]);
@@ -265,7 +281,7 @@ static void delta_chunk(const kernel_set *ks, float *M, const float *q, const fl
     for (int i = 0; i < d; i++) {
         float *row = M + (size_t)i * d;
         for (int j = 0; j < d; j++) row[j] *= Gn;
-        for (int s = 0; s < n; s++) ax(row, lg[s] * D[(size_t)s * d + i], k + (size_t)s * stride, d);
+        for (int s = 0; s < n; s++) vo.axpy(row, lg[s] * D[(size_t)s * d + i], k + (size_t)s * stride, d);
     }
 }
 
@@ -286,6 +302,7 @@ static void delta_heads(void *arg, int ith, int nth) {
     int d = hp->ssm_d_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v, nb = j->nb;
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
     float *scratch = e->scores + (size_t)ith * e->scores_per_thread, *lg = scratch, *beta = lg + nb, *work = beta + nb;
+    const vec_ops vo = pick_vec(e->mm.k);
     for (int h = ith; h < n_v; h += nth) {
         int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
         for (int t = 0; t < nb; t++) {
@@ -304,7 +321,7 @@ static void delta_heads(void *arg, int ith, int nth) {
                 continue;
             }
             for (int u = t; u < t + run; u++, xc += conv_dim, o += inner)
-                delta_step(M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, expf(lg[u]), beta[u], o, d);
+                delta_step(vo, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, expf(lg[u]), beta[u], o, d);
         }
         for (int t = 0; t < nb; t++) {
             float *o = e->att + (size_t)t * inner + (size_t)h * d;
