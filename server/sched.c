@@ -16,7 +16,10 @@
 /* Rows per step: two of the engine's 64-row passes, so a step wastes no part-filled pass. Every
  * generating slot's next token goes in first; prompt chunks fill the rest in arrival order (the
  * oldest prompt finishes first, which lowers the mean time to first token without delaying the
- * last), and get at least MIN_CHUNK rows however many slots are generating. */
+ * last), and get at least MIN_CHUNK rows however many slots are generating. A prompt that would
+ * not finish in the rows left waits whole for the next step unless it is the step's first: its
+ * part would only lengthen this step (the earlier prompt's first token, every slot's next) and
+ * not bring its own first token any closer. */
 #define STEP_ROWS 128
 #define MIN_CHUNK 32
 
@@ -404,6 +407,7 @@ static void step(sched *s) {
     for (int w = 0; w < n_wait && budget > 0; w++) {
         slot *sl = wait[w];
         int len = chunk_len(sl, budget);
+        if (w > 0 && sl->n_done + len < sl->t->n_prompt) break;
         budget -= len;
         is_last[n] = sl->n_done + len == sl->t->n_prompt;
         s->items[n] = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, len, is_last[n] ? sl->logits : NULL, 0};
