@@ -440,7 +440,8 @@ static void q8_0_act(const float *x, void *y, int64_t n) {
     }
 }
 
-/* The scale comes from the first element of largest magnitude (NaN never is one). */
+/* The scale comes from the first element of largest magnitude (NaN never is one). Group sums by
+ * sum-of-absolute-differences on the codes offset to unsigned (x + 128 per byte, 8 bytes a lane). */
 static void q8_K_act(const float *x, void *y, int64_t n) {
     block_q8_K *b = y;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -448,24 +449,29 @@ static void q8_K_act(const float *x, void *y, int64_t n) {
         const float *xb = x + i * QK_K;
         __m256 m = _mm256_setzero_ps();
         for (int k = 0; k < QK_K; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)), m);
-        float amax = hmax(m);
-        memset(&b[i], 0, sizeof b[i]);
-        if (amax == 0.0f) continue;
+        const float amax = hmax(m);
+        if (amax == 0.0f) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
         int at = 0;
-        while (!(fabsf(xb[at]) == amax)) at++;
-        float iscale = -127.0f / xb[at];
+        for (int k = 0; k < QK_K; k += 8) {
+            const __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)), _mm256_set1_ps(amax), _CMP_EQ_OQ);
+            const int mask = _mm256_movemask_ps(eq);
+            if (mask) {
+                at = k + __builtin_ctz((unsigned)mask);
+                break;
+            }
+        }
+        const float iscale = -127.0f / xb[at];
         for (int k = 0; k < QK_K; k += 32) {
             __m256 v[4];
             for (int e = 0; e < 4; e++) v[e] = _mm256_mul_ps(_mm256_set1_ps(iscale), _mm256_loadu_ps(xb + k + 8 * e));
-            _mm256_storeu_si256((__m256i *)(b[i].qs + k), round_pack(v));
-        }
-        for (int g = 0; g < QK_K / 16; g++) {
-            __m256i s = _mm256_cvtepi8_epi16(load128(b[i].qs + 16 * g));
-            __m128i h = _mm_add_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            h = _mm_hadd_epi16(h, h);
-            h = _mm_hadd_epi16(h, h);
-            h = _mm_hadd_epi16(h, h);
-            b[i].bsums[g] = (int16_t)_mm_extract_epi16(h, 0);
+            const __m256i q = round_pack(v);
+            _mm256_storeu_si256((__m256i *)(b[i].qs + k), q);
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+            b[i].bsums[k / 16] = (int16_t)(_mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) - 16 * 128);
+            b[i].bsums[k / 16 + 1] = (int16_t)(_mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3) - 16 * 128);
         }
         b[i].d = 1.0f / iscale;
     }
