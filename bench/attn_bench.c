@@ -1,7 +1,8 @@
 /* attn_bench: single-threaded decode attention on an f16 cache (one query row, ggml's exact f16
  * arithmetic), each code path of this CPU against the AVX2 one, A/B back to back in one process:
- * 8 KV heads of 128, 2 or 4 query heads per KV head, 64 to 4096 keys. Thread CPU time, best of
- * REPS rounds; each path's output must equal the portable path's bit for bit.
+ * 8 KV heads of 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers
+ * as a decode step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread
+ * CPU time, best of REPS rounds; each path's output must equal the portable path's bit for bit.
  * Usage: attn-bench [reps] */
 #include <math.h>
 #include <stdio.h>
@@ -24,11 +25,14 @@ static float frand(float scale) {
     return scale * ((float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
 }
 
-/* Seconds of one call of span sp on a path (best of a round of calls taking about 2 ms). */
+#define LAYERS 28
+
+/* Seconds of one call of span sp on a path, over a round of calls through every layer. */
 static double time_call(const kv_span *sp, int level, float *scratch) {
-    int calls = 1 + (int)(2e3 / (sp->pos0 + 1));
+    kv_span s = *sp;
+    int calls = LAYERS * (1 + (int)(256 / (sp->pos0 + 1)));
     double t = now();
-    for (int i = 0; i < calls; i++) kv_attend_at(sp, level, 0, 1, scratch);
+    for (int i = 0; i < calls; i++) s.il = i % LAYERS, kv_attend_at(&s, level, 0, 1, scratch);
     return (now() - t) / calls;
 }
 
@@ -40,11 +44,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
         return 1;
     }
-    printf("decode attention, f16 cache, head_dim %d, %d KV heads, 1 thread, best of %d; us per call\n", hd, n_kv, reps);
+    printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv, LAYERS, reps);
     printf("%6s %5s %10s %10s %8s\n", "keys", "group", "avx2", names[best_level], "speedup");
     for (int gi = 0; gi < 2; gi++) {
         int nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
-        kv_cache c = {1, n_ctx, 1, nh, n_kv, hd, NULL, NULL};
+        kv_cache c = {1, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
         c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
         float *q = malloc(qdim * sizeof *q), *ref = malloc(qdim * sizeof *ref), *out = malloc(qdim * sizeof *out);
         float *row = malloc(2 * kvdim * sizeof *row), *scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof *scratch);
@@ -52,10 +56,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "attn-bench: out of memory\n");
             return 1;
         }
-        for (int p = 0; p < n_ctx; p++) {
-            for (int i = 0; i < 2 * kvdim; i++) row[i] = frand(i < kvdim ? 3 : 2);
-            kv_store(&c, 0, p, row, row + kvdim);
-        }
+        for (int il = 0; il < LAYERS; il++)
+            for (int p = 0; p < n_ctx; p++) {
+                for (int i = 0; i < 2 * kvdim; i++) row[i] = frand(i < kvdim ? 3 : 2);
+                kv_store(&c, il, p, row, row + kvdim);
+            }
         for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
         for (int ki = 0; ki < 4; ki++) {
             kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};

@@ -111,6 +111,12 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
 #define F16_BLOCK 128 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16) */
+#ifndef F16_KAHEAD
+#define F16_KAHEAD 32
+#endif
+#ifndef F16_VAHEAD
+#define F16_VAHEAD 0
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
@@ -249,10 +255,15 @@ AVX512_INLINE __m512 sum16(const __m512 u[16]) {
  * ng heads of a pass (s rows F16_BLOCK apart): two 16-lane accumulators hold its four 8-lane
  * ones. Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4,
  * so that sum16 leaves key i in lane i. */
-AVX512_INLINE void f16_scores(const uint16_t *k, size_t kvdim, const float *qq, int ng, int hd, int n, float scale, float *s) {
+AVX512_INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
+                              int avail, float scale, float *s) {
     for (int j0 = 0; j0 < n; j0 += 16) {
         __m512 u[4][16];
         for (int i = 0; i < 16; i++) {
+            if (j0 + i + F16_KAHEAD < avail)
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + F16_KAHEAD) * kvdim + d), _MM_HINT_T0);
+            if (v && j0 + i + F16_VAHEAD < avail)
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i + F16_VAHEAD) * kvdim + d), _MM_HINT_T0);
             int j = j0 + 4 * (i % 4) + i / 4;
             const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
             __m512 a[4], b[4];
@@ -300,10 +311,11 @@ AVX512_INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, 
 
 /* A pass of ng = 4, 2 or 1 heads: the shapes spelled out, so that each one's arrays live in
  * registers. Columns: 8 vectors over the pass where head_dim allows, else fewer. */
-AVX512 static void f16_scores_pass(const uint16_t *k, size_t kvdim, const float *qq, int ng, int hd, int n, float scale, float *s) {
-    if (ng == 4) f16_scores(k, kvdim, qq, 4, hd, n, scale, s);
-    else if (ng == 2) f16_scores(k, kvdim, qq, 2, hd, n, scale, s);
-    else f16_scores(k, kvdim, qq, 1, hd, n, scale, s);
+AVX512 static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
+                                   int avail, float scale, float *s) {
+    if (ng == 4) f16_scores(k, v, kvdim, qq, 4, hd, n, avail, scale, s);
+    else if (ng == 2) f16_scores(k, v, kvdim, qq, 2, hd, n, avail, scale, s);
+    else f16_scores(k, v, kvdim, qq, 1, hd, n, avail, scale, s);
 }
 
 AVX512 static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int hd,
@@ -353,7 +365,8 @@ AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const flo
         int n = n_keys - j0 < F16_BLOCK ? n_keys - j0 : F16_BLOCK;
         for (int g = 0, p; g < ng; g += p) {
             p = ng - g >= 4 ? 4 : ng - g >= 2 ? 2 : 1;
-            f16_scores_pass(kc + (size_t)j0 * kvdim, kvdim, qq + (size_t)g * hd, p, hd, n, scale, s + g * F16_BLOCK);
+            f16_scores_pass(kc + (size_t)j0 * kvdim, g ? NULL : vc + (size_t)j0 * kvdim, kvdim, qq + (size_t)g * hd, p, hd, n,
+                            n_keys - j0, scale, s + g * F16_BLOCK);
         }
         for (int g = 0; g < ng; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
         for (int g = 0, p; g < ng; g += p) {
