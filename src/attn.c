@@ -110,13 +110,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 #define FA_KEYS 64 /* keys of a block */
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
-#define F16_BLOCK 128 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16) */
-#ifndef F16_KAHEAD
-#define F16_KAHEAD 32
-#endif
-#ifndef F16_VAHEAD
-#define F16_VAHEAD 0
-#endif
+#define F16_BLOCK 64 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16; measured) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
@@ -254,16 +248,17 @@ AVX512_INLINE __m512 sum16(const __m512 u[16]) {
 /* s[g][j] = dot_f16_avx2(k_j, qq_g) * scale for keys j < n of a block (rows kvdim apart) and the
  * ng heads of a pass (s rows F16_BLOCK apart): two 16-lane accumulators hold its four 8-lane
  * ones. Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4,
- * so that sum16 leaves key i in lane i. */
+ * so that sum16 leaves key i in lane i. Rows are fetched ahead: keys up to avail (those of the
+ * cache from k on), and the block's values v unless NULL (another pass asks for them). */
 AVX512_INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
                               int avail, float scale, float *s) {
     for (int j0 = 0; j0 < n; j0 += 16) {
         __m512 u[4][16];
         for (int i = 0; i < 16; i++) {
-            if (j0 + i + F16_KAHEAD < avail)
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + F16_KAHEAD) * kvdim + d), _MM_HINT_T0);
-            if (v && j0 + i + F16_VAHEAD < avail)
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i + F16_VAHEAD) * kvdim + d), _MM_HINT_T0);
+            if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
+            if (v && j0 + i < n) /* and for the block's value rows while it is scored */
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
             int j = j0 + 4 * (i % 4) + i / 4;
             const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
             __m512 a[4], b[4];
