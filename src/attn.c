@@ -111,6 +111,7 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
 #define F16_BLOCK 64 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16; measured) */
+#define F16_UNIT 32 /* query heads one call of the AVX-512 f16 decode serves at most (bounds its scratch) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
@@ -341,16 +342,19 @@ static void f16_factors(float *s, float *m, int n, float *M, float *S) {
     }
 }
 
-/* The query heads h..h+ng (ng <= F16_HEADS) of one KV head, as attend_f16_avx2 computes them. */
+/* Query heads h..h+ng (ng <= F16_UNIT), of one KV head or several, as attend_f16_avx2 computes
+ * them: block after block of keys, each KV head's heads in turn, so that a block's rows of the KV
+ * heads together are read close in time (their bytes neighbour in the cache: a long cache reads
+ * ~1.5x faster than one KV head at a time). */
 AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                                      float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv, kvh = h / group;
-    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim + kvh * hd;
-    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim + kvh * hd;
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
+    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
     float scale = 1.0f / sqrtf((float)hd);
     /* per head: query rounded to f16, accumulator; a block's scores (then vs) and ms */
-    float *qq = scratch, *acc = qq + (size_t)ng * hd, *s = acc + (size_t)ng * hd, *ms = s + F16_HEADS * F16_BLOCK;
-    float S[F16_HEADS], M[F16_HEADS];
+    float *qq = scratch, *acc = qq + (size_t)ng * hd, *s = acc + (size_t)ng * hd, *ms = s + F16_UNIT * F16_BLOCK;
+    float S[F16_UNIT], M[F16_UNIT];
     for (int i = 0; i < ng * hd; i += 16) { /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
         _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
         _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
@@ -358,15 +362,19 @@ AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const flo
     for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
     for (int j0 = 0; j0 < n_keys; j0 += F16_BLOCK) {
         int n = n_keys - j0 < F16_BLOCK ? n_keys - j0 : F16_BLOCK;
-        for (int g = 0, p; g < ng; g += p) {
-            p = ng - g >= 4 ? 4 : ng - g >= 2 ? 2 : 1;
-            f16_scores_pass(kc + (size_t)j0 * kvdim, g ? NULL : vc + (size_t)j0 * kvdim, kvdim, qq + (size_t)g * hd, p, hd, n,
-                            n_keys - j0, scale, s + g * F16_BLOCK);
-        }
-        for (int g = 0; g < ng; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
-        for (int g = 0, p; g < ng; g += p) {
-            p = ng - g >= 4 ? 4 : ng - g >= 2 ? 2 : 1;
-            f16_values_pass(vc + (size_t)j0 * kvdim, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
+        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
+            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
+            size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = g0 + seg - g >= 4 ? 4 : g0 + seg - g >= 2 ? 2 : 1;
+                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
+                                s + g * F16_BLOCK);
+            }
+            for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = g0 + seg - g >= 4 ? 4 : g0 + seg - g >= 2 ? 2 : 1;
+                f16_values_pass(vc + at, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
+            }
         }
     }
     for (int g = 0; g < ng; g++) {
@@ -607,7 +615,7 @@ static int cpu_level(void) { return KV_PORTABLE; }
 #endif
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t hd = (size_t)head_dim, f16 = 2 * F16_HEADS * (hd + F16_BLOCK), per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
+    size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK), per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
@@ -697,13 +705,16 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
         }
         return;
     }
-    /* units: the query heads of a KV head (F16_HEADS at a time) at one position for the AVX2 f16
-     * code, which serves them in one pass; one query head at one position otherwise */
-    int per_unit = exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
+    /* units, at one position: for the AVX-512 f16 code, the query heads of a thread's even share of
+     * the KV heads (F16_UNIT at most), which it serves block by block of keys; the query heads of a
+     * KV head (F16_HEADS at a time) for the AVX2 f16 code, which serves them in one pass; one query
+     * head otherwise. A head's result does not depend on the heads it goes with. */
+    int wide = exact && lvl >= KV_AVX512 && hd % 32 == 0, kv_share = (c->n_head_kv + nth - 1) / nth;
+    int per_unit = wide ? (group * kv_share < F16_UNIT ? group * kv_share : F16_UNIT) : exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {
-            int ng = group - h % group < per_unit ? group - h % group : per_unit, n_keys = sp->pos0 + t + 1;
+            int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit, n_keys = sp->pos0 + t + 1;
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
                 attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, lvl);

@@ -81,14 +81,16 @@ static void f16_same(rig *r, int pos0, int nq, const char *what) {
 }
 
 /* Random caches: head sizes of every AVX-512 column shape (128, 64, 96, 256) and none (72, 8),
- * passes of 4, 2 and 1 heads (groups 2, 6, 1, 12, 3, 7), spans within one block of keys and
- * across blocks and their sixteen-key groups. */
+ * passes of 4, 2 and 1 heads (groups 2, 6, 1, 12, 3, 7), calls that serve several KV heads or
+ * start within one and run into the next (groups 40 and 24 exceed a call's heads), spans within
+ * one block of keys and across blocks and their sixteen-key groups. */
 static void attend_f16_same(void) {
-    const int dims[] = {128, 72, 8, 64, 96, 256}, heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}, {6, 2}, {7, 1}};
+    const int dims[] = {128, 72, 8, 64, 96, 256};
+    const int heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}, {6, 2}, {7, 1}, {40, 1}, {72, 3}};
     const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}, {128, 1}, {143, 2}};
     for (int d = 0; d < 6; d++)
         for (int s = 0; s < 8; s++) {
-            int hd = dims[d], nh = heads[(s + d) % 6][0], nkv = heads[(s + d) % 6][1], pos0 = spans[s][0], nq = spans[s][1];
+            int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0], nq = spans[s][1];
             rig r;
             REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
             f16_same(&r, pos0, nq, "random cache");
