@@ -230,7 +230,8 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
  * heads of a pass; a head's running maximum, its factors (ms, vs) and its sum then follow from
  * its scores alone, with the same expf; only the value accumulation is a chain from key to key,
  * run for up to 4 heads that share each value row's conversion, 8 vectors of columns at a time
- * (8 independent chains, kept in registers). head_dim is a multiple of 32. */
+ * (8 independent chains, kept in registers). head_dim is a multiple of 32. About 2x the AVX2
+ * code per call from 64 to 4096 keys (make bench-attn). */
 
 /* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
  * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
@@ -305,8 +306,11 @@ AVX512_INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, 
     }
 }
 
-/* A pass of ng = 4, 2 or 1 heads: the shapes spelled out, so that each one's arrays live in
- * registers. Columns: 8 vectors over the pass where head_dim allows, else fewer. */
+/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads): the shapes
+ * spelled out, so that each one's arrays live in registers. Columns: 8 vectors over the pass
+ * where head_dim allows, else fewer. */
+static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+
 AVX512 static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
                                    int avail, float scale, float *s) {
     if (ng == 4) f16_scores(k, v, kvdim, qq, 4, hd, n, avail, scale, s);
@@ -366,13 +370,13 @@ AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const flo
             seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
             size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
             for (int g = g0, p; g < g0 + seg; g += p) {
-                p = g0 + seg - g >= 4 ? 4 : g0 + seg - g >= 2 ? 2 : 1;
+                p = pass_heads(g0 + seg - g);
                 f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
                                 s + g * F16_BLOCK);
             }
             for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
             for (int g = g0, p; g < g0 + seg; g += p) {
-                p = g0 + seg - g >= 4 ? 4 : g0 + seg - g >= 2 ? 2 : 1;
+                p = pass_heads(g0 + seg - g);
                 f16_values_pass(vc + at, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
             }
         }
@@ -645,11 +649,13 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     conv(v, (uint16_t *)c->v + at, kvdim);
 }
 
-/* Query heads h..h+ng of one KV head: ggml's f16 arithmetic, or f32 (plain) arithmetic. */
+/* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the AVX-512 code (wide: heads of
+ * several KV heads), the AVX2 code or the portable one (heads of one KV head), or f32 (plain)
+ * arithmetic. */
 static void attend_heads(const kv_cache *c, int il, int h, int ng, const float *q, int n_keys, float *out, float *scratch,
-                         int exact, int lvl) {
+                         int exact, int wide, int lvl) {
     int fast = lvl >= KV_AVX2;
-    if (exact && lvl >= KV_AVX512 && c->head_dim % 32 == 0) {
+    if (wide) {
         attend_f16_avx512(c, il, h, q, ng, n_keys, out, scratch);
         return;
     }
@@ -717,7 +723,7 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
             int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit, n_keys = sp->pos0 + t + 1;
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
-                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, lvl);
+                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide, lvl);
             }
             done += (int64_t)ng * n_keys, h += ng;
         }
