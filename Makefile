@@ -30,7 +30,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all test asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-serve arm-test
+.PHONY: all test asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -161,6 +161,13 @@ bench-kernels: $(BUILD)/kernels-bench
 $(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
+# decode attention on an f16 cache per code path, against the AVX2 one
+bench-attn: $(BUILD)/attn-bench
+	$(BUILD)/attn-bench
+
+$(BUILD)/attn-bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libtrit.a
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
 	$(CC) $(OPT) -o $@ $^ -lpthread
 
@@ -192,6 +199,7 @@ help:
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
+	@echo "make bench-attn  decode attention (f16 cache) per code path against the AVX2 one"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
 
 	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"

@@ -110,6 +110,8 @@ static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_
 #define FA_KEYS 64 /* keys of a block */
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
+#define F16_BLOCK 64 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16; measured) */
+#define F16_UNIT 32 /* query heads one call of the AVX-512 f16 decode serves at most (bounds its scratch) */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
@@ -218,6 +220,174 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
     }
 }
 
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
+#define F16_ROUND512(x) _mm512_cvtph_ps(_mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
+
+/* ---- decode attention on an f16 cache, bit for bit attend_f16, with AVX-512 ----
+ * The same operations in another schedule. A key's score does not depend on the accumulator, so
+ * a block of keys is scored first, sixteen keys at a time, each key's row converted once for the
+ * heads of a pass; a head's running maximum, its factors (ms, vs) and its sum then follow from
+ * its scores alone, with the same expf; only the value accumulation is a chain from key to key,
+ * run for up to 4 heads that share each value row's conversion, 8 vectors of columns at a time
+ * (8 independent chains, kept in registers). head_dim is a multiple of 32. About 2x the AVX2
+ * code per call from 64 to 4096 keys (make bench-attn). */
+
+/* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
+ * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
+ * 4e + c. */
+AVX512_INLINE __m512 sum16(const __m512 u[16]) {
+    __m512 r[8], t[4], w[2];
+    UNROLL for (int p = 0; p < 8; p++) /* lane i + 8 onto lane i: u[2p] in the low half, u[2p + 1] in the high */
+        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44), _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
+    UNROLL for (int m = 0; m < 4; m++) /* lane i + 4 onto lane i: quarter c holds u[4m + c] */
+        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88), _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
+    UNROLL for (int n = 0; n < 2; n++) /* neighbours */
+        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88), _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
+}
+
+/* s[g][j] = dot_f16_avx2(k_j, qq_g) * scale for keys j < n of a block (rows kvdim apart) and the
+ * ng heads of a pass (s rows F16_BLOCK apart): two 16-lane accumulators hold its four 8-lane
+ * ones. Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4,
+ * so that sum16 leaves key i in lane i. Rows are fetched ahead: keys up to avail (those of the
+ * cache from k on), and the block's values v unless NULL (another pass asks for them). */
+AVX512_INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
+                              int avail, float scale, float *s) {
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        __m512 u[4][16];
+        for (int i = 0; i < 16; i++) {
+            if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
+            if (v && j0 + i < n) /* and for the block's value rows while it is scored */
+                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
+            int j = j0 + 4 * (i % 4) + i / 4;
+            const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
+            __m512 a[4], b[4];
+            UNROLL for (int g = 0; g < ng; g++) a[g] = b[g] = _mm512_setzero_ps();
+            for (int d = 0; d < hd; d += 32) {
+                __m512 k0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d)));
+                __m512 k1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d + 16)));
+                UNROLL for (int g = 0; g < ng; g++) {
+                    a[g] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(qq + (size_t)g * hd + d), a[g]);
+                    b[g] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(qq + (size_t)g * hd + d + 16), b[g]);
+                }
+            }
+            UNROLL for (int g = 0; g < ng; g++) u[g][i] = _mm512_add_ps(a[g], b[g]);
+        }
+        UNROLL for (int g = 0; g < ng; g++) _mm512_storeu_ps(s + g * F16_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
+    }
+}
+
+/* acc[g] (rows hd apart) through values j < n of a block, for the ng heads of a pass, cw vectors of
+ * columns at a time: rescaled by ms (skipped where it is 1, which changes no f16 value, inf and
+ * NaN included), then acc = f16(v * vs + acc), as attend_f16_avx2 does lane by lane. */
+AVX512_INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int cw,
+                              int hd, int n) {
+    for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
+        __m512 a[4][8];
+        UNROLL for (int g = 0; g < ng; g++)
+            UNROLL for (int c = 0; c < cw; c++) a[g][c] = _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = v + (size_t)j * kvdim + c0;
+            UNROLL for (int g = 0; g < ng; g++) {
+                float m = ms[g * F16_BLOCK + j];
+                if (m != 1.0f)
+                    UNROLL for (int c = 0; c < cw; c++) a[g][c] = F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
+            }
+            UNROLL for (int c = 0; c < cw; c++) {
+                __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));
+                UNROLL for (int g = 0; g < ng; g++)
+                    a[g][c] = F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * F16_BLOCK + j]), a[g][c]));
+            }
+        }
+        UNROLL for (int g = 0; g < ng; g++)
+            UNROLL for (int c = 0; c < cw; c++) _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
+    }
+}
+
+/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads): the shapes
+ * spelled out, so that each one's arrays live in registers. Columns: 8 vectors over the pass
+ * where head_dim allows, else fewer. */
+static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+
+AVX512 static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
+                                   int avail, float scale, float *s) {
+    if (ng == 4) f16_scores(k, v, kvdim, qq, 4, hd, n, avail, scale, s);
+    else if (ng == 2) f16_scores(k, v, kvdim, qq, 2, hd, n, avail, scale, s);
+    else f16_scores(k, v, kvdim, qq, 1, hd, n, avail, scale, s);
+}
+
+AVX512 static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int hd,
+                                   int n) {
+    if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
+    else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
+    else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
+    else if (hd % 128 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 8, hd, n);
+    else if (hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 4, hd, n);
+    else f16_values(v, kvdim, vs, ms, acc, 1, 2, hd, n);
+}
+
+/* One head's factors for keys j < n of a block from its scores s, as attend_f16 computes them
+ * (running maximum *M, sum *S): vs replaces the score in s, ms goes to m. Plain C: the same expf
+ * as the portable code, and no fused S * ms + vs. */
+static void f16_factors(float *s, float *m, int n, float *M, float *S) {
+    for (int j = 0; j < n; j++) {
+        float sc = s[j], ms = 1, vs = 1;
+        if (sc > *M) {
+            ms = expf(*M - sc);
+            *M = sc;
+        } else {
+            vs = expf(sc - *M);
+        }
+        float Sm = *S * ms;
+        *S = Sm + vs;
+        s[j] = vs, m[j] = ms;
+    }
+}
+
+/* Query heads h..h+ng (ng <= F16_UNIT), of one KV head or several, as attend_f16_avx2 computes
+ * them: block after block of keys, each KV head's heads in turn, so that a block's rows of the KV
+ * heads together are read close in time (their bytes neighbour in the cache: a long cache reads
+ * ~1.5x faster than one KV head at a time). */
+AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                                     float *scratch) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
+    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
+    float scale = 1.0f / sqrtf((float)hd);
+    /* per head: query rounded to f16, accumulator; a block's scores (then vs) and ms */
+    float *qq = scratch, *acc = qq + (size_t)ng * hd, *s = acc + (size_t)ng * hd, *ms = s + F16_UNIT * F16_BLOCK;
+    float S[F16_UNIT], M[F16_UNIT];
+    for (int i = 0; i < ng * hd; i += 16) { /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
+        _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
+        _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+    }
+    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
+    for (int j0 = 0; j0 < n_keys; j0 += F16_BLOCK) {
+        int n = n_keys - j0 < F16_BLOCK ? n_keys - j0 : F16_BLOCK;
+        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
+            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
+            size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = pass_heads(g0 + seg - g);
+                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
+                                s + g * F16_BLOCK);
+            }
+            for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = pass_heads(g0 + seg - g);
+                f16_values_pass(vc + at, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        __m512 inv = _mm512_set1_ps(1.0f / S[g]);
+        for (int i = 0; i < hd; i += 16)
+            _mm512_storeu_ps(o + (size_t)g * hd + i, _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + i), inv));
+    }
+}
+
 /* ---- causal prompt attention, flash style, with AVX-512 ----
  * A tile is up to FA_ROWS query rows: consecutive positions times the query heads of one KV head,
  * which share its keys and values. Up to FA_TILES tiles of one KV head go through that head's
@@ -228,8 +398,6 @@ __attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_
  * is the broadcast operand of the value products. f32 throughout, so within float rounding of
  * attend_plain (another summation order, a polynomial exp). A tile's result does not depend on the
  * others, so neither does it on how tiles are shared among threads. */
-#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
-#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
 
 /* e^x for x <= 0 to within an ulp or two: x = n ln2 + r, |r| <= ln2/2, degree 7 Taylor series
  * of e^r (truncation below 1e-8 relative), scaled by 2^n. Results under FLT_MIN are exactly 0,
@@ -444,13 +612,14 @@ static int cpu_level(void) {
 static int cpu_level(void) { return KV_PORTABLE; }
 #define to_f16_f16c to_f16
 #define attend_f16_avx2(c, il, h, q, ng, n_keys, o, scratch) ((void)0)
+#define attend_f16_avx512 attend_f16_avx2
 #define F16_HEADS 1
 #define attend_plain_avx2 attend_plain
 #define fa_tiles(c, il, kvh, q, out, pos0, np, per, scratch) ((void)0)
 #endif
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t hd = (size_t)head_dim, per_head = (size_t)n_ctx > 2 * F16_HEADS * hd ? (size_t)n_ctx : 2 * F16_HEADS * hd;
+    size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK), per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
@@ -480,9 +649,16 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     conv(v, (uint16_t *)c->v + at, kvdim);
 }
 
-/* Query heads h..h+ng of one KV head: ggml's f16 arithmetic, or f32 (plain) arithmetic. */
+/* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the AVX-512 code (wide: heads of
+ * several KV heads), the AVX2 code or the portable one (heads of one KV head), or f32 (plain)
+ * arithmetic. */
 static void attend_heads(const kv_cache *c, int il, int h, int ng, const float *q, int n_keys, float *out, float *scratch,
-                         int exact, int fast) {
+                         int exact, int wide, int lvl) {
+    int fast = lvl >= KV_AVX2;
+    if (wide) {
+        attend_f16_avx512(c, il, h, q, ng, n_keys, out, scratch);
+        return;
+    }
     if (exact && fast) {
         attend_f16_avx2(c, il, h, q, ng, n_keys, out, scratch);
         return;
@@ -535,16 +711,19 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
         }
         return;
     }
-    /* units: the query heads of a KV head (F16_HEADS at a time) at one position for the AVX2 f16
-     * code, which serves them in one pass; one query head at one position otherwise */
-    int per_unit = exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
+    /* units, at one position: for the AVX-512 f16 code, the query heads of a thread's even share of
+     * the KV heads (F16_UNIT at most), which it serves block by block of keys; the query heads of a
+     * KV head (F16_HEADS at a time) for the AVX2 f16 code, which serves them in one pass; one query
+     * head otherwise. A head's result does not depend on the heads it goes with. */
+    int wide = exact && lvl >= KV_AVX512 && hd % 32 == 0, kv_share = (c->n_head_kv + nth - 1) / nth;
+    int per_unit = wide ? (group * kv_share < F16_UNIT ? group * kv_share : F16_UNIT) : exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {
-            int ng = group - h % group < per_unit ? group - h % group : per_unit, n_keys = sp->pos0 + t + 1;
+            int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit, n_keys = sp->pos0 + t + 1;
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
-                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, lvl >= KV_AVX2);
+                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide, lvl);
             }
             done += (int64_t)ng * n_keys, h += ng;
         }

@@ -4,7 +4,8 @@
  * width, GQA ratios from 1 to 40 query heads per KV head, both cache types, and work split over 1
  * to 3 threads (each thread's call alone, so the shares must cover every row and head, and give
  * the same bits for any thread count). Cache positions past a span's last one hold NaN: reading a
- * key the causal mask excludes fails. */
+ * key the causal mask excludes fails. The f16 arithmetic is also held to it on edge cases of its
+ * schedule (a maximum that changes at every key or only at the last, extreme scores and values). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,25 +62,68 @@ static void run(const kv_span *sp, float *out, int level, int nth, float *scratc
     for (int ith = 0; ith < nth; ith++) kv_attend_at(&s, level, ith, nth, scratch);
 }
 
-/* The f16 arithmetic of short batches: every path equals the portable one bit for bit. */
+/* Every path and thread count against the portable path, bit for bit, for the f16 arithmetic of
+ * short batches; the portable results must be finite (NaN would compare equal to NaN). */
+static void f16_same(rig *r, int pos0, int nq, const char *what) {
+    const kv_cache *c = &r->c;
+    size_t n = (size_t)nq * c->n_head * c->head_dim;
+    kv_span sp = {c, 0, r->q, NULL, pos0, nq, 1};
+    run(&sp, r->b, KV_PORTABLE, 1, r->scratch);
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(r->b[i]) != 0;
+    CHECKF(finite, "%s, head_dim %d, span %d+%d: the portable result is not finite", what, c->head_dim, pos0, nq);
+    for (int level = KV_AVX2; level <= kv_attend_level(); level++)
+        for (int nth = 1; nth <= 3; nth++) {
+            run(&sp, r->a, level, nth, r->scratch);
+            CHECKF(!memcmp(r->a, r->b, n * sizeof(float)), "%s, head_dim %d, %d/%d heads, span %d+%d, level %d, %d threads: f16 attention differs from the portable code",
+                   what, c->head_dim, c->n_head, c->n_head_kv, pos0, nq, level, nth);
+        }
+}
+
+/* Random caches: head sizes of every AVX-512 column shape (128, 64, 96, 256) and none (72, 8),
+ * passes of 4, 2 and 1 heads (groups 2, 6, 1, 12, 3, 7), calls that serve several KV heads or
+ * start within one and run into the next (groups 40 and 24 exceed a call's heads), spans within
+ * one block of keys and across blocks and their sixteen-key groups. */
 static void attend_f16_same(void) {
-    const int dims[] = {128, 72, 8}, heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}};
-    const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}};
-    int best = kv_attend_level();
-    for (int d = 0; d < 3; d++)
-        for (int s = 0; s < 6; s++) {
-            int hd = dims[d], nh = heads[(s + d) % 4][0], nkv = heads[(s + d) % 4][1], pos0 = spans[s][0], nq = spans[s][1];
+    const int dims[] = {128, 72, 8, 64, 96, 256};
+    const int heads[][2] = {{4, 2}, {6, 1}, {2, 2}, {12, 1}, {6, 2}, {7, 1}, {40, 1}, {72, 3}};
+    const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}, {128, 1}, {143, 2}};
+    for (int d = 0; d < 6; d++)
+        for (int s = 0; s < 8; s++) {
+            int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0], nq = spans[s][1];
             rig r;
             REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
-            kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, 1};
-            run(&sp, r.b, KV_PORTABLE, 1, r.scratch);
-            for (int level = KV_AVX2; level <= best; level++)
-                for (int nth = 1; nth <= 3; nth++) {
-                    run(&sp, r.a, level, nth, r.scratch);
-                    CHECKF(!memcmp(r.a, r.b, (size_t)nq * nh * hd * sizeof(float)),
-                           "head_dim %d, span %d+%d, level %d, %d threads: f16 attention differs from the portable code", hd,
-                           pos0, nq, level, nth);
+            f16_same(&r, pos0, nq, "random cache");
+            rig_free(&r);
+        }
+}
+
+/* Caches that stress the schedule of the f16 arithmetic, n keys (1 to 300), all finite:
+ * rising: every key's score beats the last, so every key rescales the accumulator;
+ * last: the last key's score exceeds the others by ~1e4, so the accumulator rescales to zero;
+ * extreme: keys near the f16 range's edge (scores of ~1e6, most weights underflow to 0) and values
+ * down to f16 subnormals, a few up to 60000 / n (the unnormalised sum stays finite). */
+static void attend_f16_edges(void) {
+    const char *modes[] = {"rising", "last", "extreme"};
+    const int keys[] = {1, 2, 17, 129, 300}, dims[] = {128, 64, 96}, heads[][2] = {{4, 2}, {7, 1}, {16, 4}};
+    for (int m = 0; m < 3; m++)
+        for (int ki = 0; ki < 5; ki++) {
+            int n = keys[ki], hd = dims[(m + ki) % 3], nh = heads[(m + ki) % 3][0], nkv = heads[(m + ki) % 3][1], kvdim = nkv * hd;
+            rig r;
+            float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
+            REQUIRE(k && v && !rig_new(&r, 1, nh, nkv, hd, 300, n - 1, 1));
+            for (int i = 0; i < nh * hd; i++) r.q[i] = m == 2 ? frand(1.5f) : 1.0f + frand(0.25f);
+            for (int p = 0; p < n; p++) {
+                for (int i = 0; i < kvdim; i++) {
+                    float big = 60000.0f / n, tiny = (float)(i % 7 + 1) * 6e-8f;
+                    if (m == 0) k[i] = 0.05f * (p + 1) + frand(0.01f), v[i] = frand(2);
+                    else if (m == 1) k[i] = p == n - 1 ? 900 : frand(1), v[i] = frand(200);
+                    else k[i] = frand(60000), v[i] = i % 11 ? (i % 2 ? tiny : -tiny) : frand(big);
                 }
+                kv_store(&r.c, 0, p, k, v);
+            }
+            f16_same(&r, n - 1, 1, modes[m]);
+            free(k), free(v);
             rig_free(&r);
         }
 }
@@ -185,6 +229,7 @@ static void store_f16_same(void) {
 const test_case attn_tests[] = {
     {"store_f16_same", store_f16_same},
     {"attend_f16_same", attend_f16_same},
+    {"attend_f16_edges", attend_f16_edges},
     {"attend_f32_close", attend_f32_close},
     {0},
 };

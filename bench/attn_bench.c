@@ -1,0 +1,85 @@
+/* attn_bench: single-threaded decode attention on an f16 cache (one query row, ggml's exact f16
+ * arithmetic), each code path of this CPU against the AVX2 one, A/B back to back in one process:
+ * 8 KV heads of 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers
+ * as a decode step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread
+ * CPU time, best of REPS rounds; each path's output must equal the portable path's bit for bit.
+ * Usage: attn-bench [reps] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn.h"
+
+/* CPU time of this thread: a shared machine's time slices given to others do not count. */
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static float frand(float scale) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return scale * ((float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f);
+}
+
+#define LAYERS 28
+
+/* Seconds of one call of span sp on a path, over a round of calls through every layer. */
+static double time_call(const kv_span *sp, int level, float *scratch) {
+    kv_span s = *sp;
+    int calls = LAYERS * (1 + (int)(256 / (sp->pos0 + 1)));
+    double t = now();
+    for (int i = 0; i < calls; i++) s.il = i % LAYERS, kv_attend_at(&s, level, 0, 1, scratch);
+    return (now() - t) / calls;
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 20, best_level = kv_attend_level();
+    const int keys[] = {64, 256, 1024, 4096}, groups[] = {2, 4}, n_kv = 8, hd = 128, n_ctx = 4096;
+    static const char *names[] = {"portable", "avx2", "avx512"};
+    if (reps < 1 || best_level < KV_AVX2) {
+        fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
+        return 1;
+    }
+    printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv, LAYERS, reps);
+    printf("%6s %5s %10s %10s %8s\n", "keys", "group", "avx2", names[best_level], "speedup");
+    for (int gi = 0; gi < 2; gi++) {
+        int nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
+        kv_cache c = {1, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
+        c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
+        float *q = malloc(qdim * sizeof *q), *ref = malloc(qdim * sizeof *ref), *out = malloc(qdim * sizeof *out);
+        float *row = malloc(2 * kvdim * sizeof *row), *scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof *scratch);
+        if (!c.k || !c.v || !q || !ref || !out || !row || !scratch) {
+            fprintf(stderr, "attn-bench: out of memory\n");
+            return 1;
+        }
+        for (int il = 0; il < LAYERS; il++)
+            for (int p = 0; p < n_ctx; p++) {
+                for (int i = 0; i < 2 * kvdim; i++) row[i] = frand(i < kvdim ? 3 : 2);
+                kv_store(&c, il, p, row, row + kvdim);
+            }
+        for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
+        for (int ki = 0; ki < 4; ki++) {
+            kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};
+            kv_attend_at(&sp, KV_PORTABLE, 0, 1, scratch);
+            sp.out = out;
+            double best[3] = {INFINITY, INFINITY, INFINITY};
+            for (int r = 0; r < reps; r++)
+                for (int level = KV_AVX2; level <= best_level; level++) best[level] = fmin(best[level], time_call(&sp, level, scratch));
+            for (int level = KV_AVX2; level <= best_level; level++) {
+                kv_attend_at(&sp, level, 0, 1, scratch);
+                if (memcmp(out, ref, qdim * sizeof *out)) {
+                    fprintf(stderr, "attn-bench: %s differs from the portable path\n", names[level]);
+                    return 1;
+                }
+            }
+            printf("%6d %5d %10.2f %10.2f %7.2fx\n", keys[ki], groups[gi], best[KV_AVX2] * 1e6, best[best_level] * 1e6,
+                   best[KV_AVX2] / best[best_level]);
+        }
+        free(c.k), free(c.v), free(q), free(ref), free(out), free(row), free(scratch);
+    }
+    return 0;
+}
