@@ -194,9 +194,21 @@ static float dot(const float *restrict x, const float *restrict y, int n) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+/* y[0..d) += sum over s < n of c[s cs] X[s xs + 0..d). */
+static void maxpy(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs) {
+    for (int s = 0; s < n; s++) axpy(y, c[(size_t)s * cs], X + (size_t)s * xs, d);
+}
+
+/* out[j os + i] = A_i . B_j (rows of n floats, as and bs apart) for i < na, j < nb. */
+static void dots(float *out, int os, const float *A, int as, int na, const float *B, int bs, int nb, int n) {
+    for (int j = 0; j < nb; j++)
+        for (int i = 0; i < na; i++) out[(size_t)j * os + i] = dot(A + (size_t)i * as, B + (size_t)j * bs, n);
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
-/* The same two with FMA, for kernel sets whose CPU has AVX2 (fused: last-bit differences only). */
+#define UNROLL8 _Pragma("GCC unroll 8") /* accumulator arrays must live in registers */
+/* The same with FMA, for kernel sets whose CPU has AVX2 (fused: last-bit differences only). */
 __attribute__((target("avx2,fma"))) static void axpy_fma(float *restrict y, float a, const float *restrict x, int n) {
     const __m256 va = _mm256_set1_ps(a);
     int i = 0;
@@ -213,21 +225,73 @@ __attribute__((target("avx2,fma"))) static float dot_fma(const float *restrict x
     for (; i < n; i++) l[i % 8] += x[i] * y[i];
     return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
+
+/* 64 columns of y at a time in registers, each X row read once per block of them. */
+__attribute__((target("avx2,fma"))) static void maxpy_fma(float *restrict y, int d, int n, const float *c, int cs,
+                                                          const float *X, int xs) {
+    int j = 0;
+    for (; j + 64 <= d; j += 64) {
+        __m256 acc[8];
+        UNROLL8 for (int v = 0; v < 8; v++) acc[v] = _mm256_loadu_ps(y + j + 8 * v);
+        for (int s = 0; s < n; s++) {
+            const __m256 cb = _mm256_broadcast_ss(c + (size_t)s * cs);
+            const float *x = X + (size_t)s * xs + j;
+            UNROLL8 for (int v = 0; v < 8; v++) acc[v] = _mm256_fmadd_ps(cb, _mm256_loadu_ps(x + 8 * v), acc[v]);
+        }
+        UNROLL8 for (int v = 0; v < 8; v++) _mm256_storeu_ps(y + j + 8 * v, acc[v]);
+    }
+    for (int s = 0; j < d && s < n; s++) axpy_fma(y + j, c[(size_t)s * cs], X + (size_t)s * xs + j, d - j);
+}
+
+__attribute__((target("avx2,fma"))) static float hsum_fma(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* Tiles of 4 A rows x 2 B rows: six loads feed eight FMAs. */
+__attribute__((target("avx2,fma"))) static void dots_fma(float *out, int os, const float *A, int as, int na,
+                                                         const float *B, int bs, int nb, int n) {
+    int j = 0;
+    for (; j + 2 <= nb && n % 8 == 0; j += 2) {
+        int i = 0;
+        for (; i + 4 <= na; i += 4) {
+            __m256 acc[4][2];
+            UNROLL8 for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            for (int k = 0; k < n; k += 8) {
+                const __m256 b0 = _mm256_loadu_ps(B + (size_t)j * bs + k), b1 = _mm256_loadu_ps(B + (size_t)(j + 1) * bs + k);
+                UNROLL8 for (int r = 0; r < 4; r++) {
+                    const __m256 a = _mm256_loadu_ps(A + (size_t)(i + r) * as + k);
+                    acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+                }
+            }
+            UNROLL8 for (int r = 0; r < 4; r++)
+                UNROLL8 for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i + r] = hsum_fma(acc[r][t]);
+        }
+        for (; i < na; i++)
+            for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)(j + t) * bs, n);
+    }
+    for (; j < nb; j++)
+        for (int i = 0; i < na; i++) out[(size_t)j * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)j * bs, n);
+}
 #endif
 
 typedef struct {
     void (*axpy)(float *restrict y, float a, const float *restrict x, int n);
     float (*dot)(const float *restrict x, const float *restrict y, int n);
+    void (*maxpy)(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs);
+    void (*dots)(float *out, int os, const float *A, int as, int na, const float *B, int bs, int nb, int n);
 } vec_ops;
 
-/* The recurrence spends most of its time in axpy and dot: the library is built for the baseline
- * ISA, so the FMA forms are picked from the kernel set the CPU check chose. */
+/* The recurrence's vector and small-matrix work: the library is built for the baseline ISA, so
+ * the FMA forms are picked from the kernel set the CPU check chose. */
 static vec_ops pick_vec(const kernel_set *ks) {
 #if defined(__x86_64__)
-    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, dot_fma};
+    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, dot_fma, maxpy_fma, dots_fma};
 #endif
     (void)ks;
-    return (vec_ops){axpy, dot};
+    return (vec_ops){axpy, dot, maxpy, dots};
 }
 
 /* One token of the gated delta rule for one head: S = decay S; S += beta (v - S k) k^T; o = S q. */
@@ -251,37 +315,42 @@ static void delta_step(vec_ops vo, float *M, const float *q, const float *k, con
  *   D_t = beta_t (v_t - G_t S_0 k_t) - sum_{s<t} beta_t (G_t/G_s) (k_t.k_s) D_s,
  * and then o_t = G_t S_0 q_t + sum_{s<=t} (G_t/G_s) (k_s.q_t) D_s, S_n = G_n S_0 + sum_s (G_n/G_s) D_s k_s^T.
  * Token t's q, k, v start at q/k/v + t*stride and its output at o + t*ostride; lg holds the log
- * decays (made cumulative here); scratch holds n*d + 2*n*n floats. */
+ * decays (made cumulative here); scratch holds 3*n*d + 2*n*n + n floats. */
 static void delta_chunk(const kernel_set *ks, float *M, const float *q, const float *k, const float *v, int stride,
                         float *lg, const float *beta, float *o, int ostride, int n, int d, float *scratch) {
-    kernel_matmul mm = ks->matmul[TYPE_F32];
     const vec_ops vo = pick_vec(ks);
-    float *D = scratch, *kk = D + (size_t)n * d, *kq = kk + (size_t)n * n; /* kk[t][s] = k_s.k_t, kq[t][s] = k_s.q_t */
-    size_t rs = (size_t)stride * sizeof(float), ds = (size_t)d * sizeof(float);
-    mm(d, M, ds, d, k, rs, n, D, (size_t)d);             /* D[t] = S_0 k_t */
-    mm(d, M, ds, d, q, rs, n, o, (size_t)ostride);       /* o_t = S_0 q_t */
-    mm(d, k, rs, n, k, rs, n, kk, (size_t)n);
-    mm(d, k, rs, n, q, rs, n, kq, (size_t)n);
+    /* kk[t][s] = k_s.k_t, kq[t][s] = k_s.q_t, c: one row's coefficients; K, Q: the run's keys and
+     * queries side by side (token rows lie conv_dim floats apart, a multiple of 4 KiB in real
+     * shapes, where they would share a handful of L1 sets) */
+    float *D = scratch, *kk = D + (size_t)n * d, *kq = kk + (size_t)n * n, *c = kq + (size_t)n * n;
+    float *K = c + n, *Q = K + (size_t)n * d;
+    for (int t = 0; t < n; t++) {
+        memcpy(K + (size_t)t * d, k + (size_t)t * stride, (size_t)d * sizeof(float));
+        memcpy(Q + (size_t)t * d, q + (size_t)t * stride, (size_t)d * sizeof(float));
+    }
+    vo.dots(D, d, M, d, d, K, d, n, d);       /* D[t] = S_0 k_t */
+    vo.dots(o, ostride, M, d, d, Q, d, n, d); /* o_t = S_0 q_t */
+    vo.dots(kk, n, K, d, n, K, d, n, d);
+    vo.dots(kq, n, K, d, n, Q, d, n, d);
     for (int t = 1; t < n; t++) lg[t] += lg[t - 1];
     for (int t = 0; t < n; t++) {
         float G = expf(lg[t]), *Dt = D + (size_t)t * d, *ot = o + (size_t)t * ostride;
         const float *vt = v + (size_t)t * stride;
         for (int i = 0; i < d; i++) Dt[i] = beta[t] * (vt[i] - G * Dt[i]), ot[i] *= G;
-        for (int s = 0; s < t; s++) {
-            float c = -beta[t] * expf(lg[t] - lg[s]) * kk[(size_t)t * n + s];
-            vo.axpy(Dt, c, D + (size_t)s * d, d);
-        }
-        for (int s = 0; s <= t; s++) {
-            float c = expf(lg[t] - lg[s]) * kq[(size_t)t * n + s];
-            vo.axpy(ot, c, D + (size_t)s * d, d);
-        }
+        for (int s = 0; s < t; s++) c[s] = -beta[t] * expf(lg[t] - lg[s]) * kk[(size_t)t * n + s];
+        vo.maxpy(Dt, d, t, c, 1, D, d);
+        for (int s = 0; s <= t; s++) c[s] = expf(lg[t] - lg[s]) * kq[(size_t)t * n + s];
+        vo.maxpy(ot, d, t + 1, c, 1, D, d);
     }
     float Gn = expf(lg[n - 1]);
-    for (int s = 0; s < n; s++) lg[s] = expf(lg[n - 1] - lg[s]); /* now G_n / G_s */
+    for (int s = 0; s < n; s++) { /* D_s scaled by G_n / G_s */
+        float g = expf(lg[n - 1] - lg[s]);
+        for (int i = 0; i < d; i++) D[(size_t)s * d + i] *= g;
+    }
     for (int i = 0; i < d; i++) {
         float *row = M + (size_t)i * d;
         for (int j = 0; j < d; j++) row[j] *= Gn;
-        for (int s = 0; s < n; s++) vo.axpy(row, lg[s] * D[(size_t)s * d + i], k + (size_t)s * stride, d);
+        vo.maxpy(row, d, n, D + i, d, K, d);
     }
 }
 

@@ -34,8 +34,8 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size
     e->xr = carve(base, cur, nb * widest_in);
     e->ab = carve(base, cur, 2 * nb * (size_t)hp->ssm_n_v);
     e->max_ctx = n_ctx;
-    /* attention scores, or the chunked GDN's decays, betas and n*d + 2*n*n work floats */
-    size_t gdn = hp->n_recurrent ? nb * (2 + d + 2 * nb) : 0;
+    /* attention scores, or the chunked GDN's decays, betas and 3*n*d + 2*n*n + n work floats */
+    size_t gdn = hp->n_recurrent ? nb * (3 + 3 * d + 2 * nb) : 0;
     e->scores_per_thread = (max3(kv_attend_scratch(n_ctx, hp->head_dim), inner, gdn) + 15) & ~(size_t)15;
     e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
     e->logits = carve(base, cur, (size_t)EXEC_LOGIT_ROWS * hp->n_vocab);
