@@ -21,12 +21,12 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel, TQ2_0 /
- * PTQ1_0 4096x4096 cache-resident: AMX 0.35x at 1 token, 0.6-0.8x at 2-3, 1.0x at 4, 1.2x at 6,
- * 1.4-1.7x at 8; but trit bench on qwen3-1.7b TQ2_0 (weights from memory): 0.86-1.0x at pp8,
- * 1.35x at pp16, 1.4x at pp32, 2.3-2.6x at pp64. CHUNK tokens share each unpacked group (128
- * measured slower: their activations per group no longer sit in L1 beside the B tiles). */
-enum { AMX_MIN_TOK = 9, CHUNK = 64 };
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel, TQ2_0 on
+ * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch): AMX 0.83-1.15x at 4
+ * tokens, 0.96-1.16x at 5, 1.04-1.24x at 6, 1.1-1.2x at 7, 1.15-1.4x at 8. CHUNK tokens share
+ * each unpacked group (128 measured slower: their activations per group no longer sit in L1
+ * beside the B tiles). */
+enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
 static kernel_matmul below;
 
@@ -147,6 +147,19 @@ static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_
         }
 }
 
+/* Prefetches the groups of the panel pair after pair p / 2 of group g in panels' order (pairs of
+ * a group, then the next group): weights come from memory once per pass, and the hardware
+ * prefetchers alone leave the unpack waiting on them (weights from memory, 8-64 tokens: 1.1-1.3x;
+ * 2 or more pairs ahead, or into L2, no better). */
+INLINE void prefetch(const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, int64_t g, int64_t p) {
+    const int64_t pairs = (np + 1) / 2, i = g * pairs + p / 2 + 1;
+    if (i >= ng * pairs) return;
+    const int64_t q = i % pairs * 2;
+    const uint8_t *wg = w + (size_t)q * w_stride + (size_t)(i / pairs) * RP_GROUP_BYTES;
+    for (int64_t b = 0; b < (q + 1 < np ? 2 : 1); b++)
+        for (int off = 0; off < RP_GROUP_BYTES; off += 64) _mm_prefetch((const char *)wg + b * w_stride + off, _MM_HINT_T0);
+}
+
 /* nt <= CHUNK gathered tokens (ntp with padding) x np panels over all ng groups into
  * acc[pair][CHUNK][32]: group by group, so that a group's activations serve every panel from L1. */
 static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap, const tok_info *ti,
@@ -158,6 +171,7 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, co
         for (int64_t p = 0; p < np; p += 2) {
             const int nb = p + 1 < np ? 2 : 1;
             const uint8_t *wg = w + (size_t)p * w_stride + (size_t)g * RP_GROUP_BYTES;
+            prefetch(w, w_stride, ng, np, g, p);
             __m512 sc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
             int merge = 1;
             for (int b = 0; b < nb; b++) {
@@ -187,9 +201,10 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, co
 }
 
 /* Rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once. Batches of one tile
- * of tokens take one panel pair at a time instead: their activations fit L1 anyway, and weights
- * from memory stream better one pair after another than 32 pairs a group at a time. */
-enum { RB = 512, RB_FEW = 32 };
+ * of tokens take two panel pairs at a time instead: their activations fit L1 anyway, and weights
+ * from memory stream better a few panels after another than 32 pairs a group at a time (one pair:
+ * 0.85-0.9x at 8-16 tokens; four: the same as two). */
+enum { RB = 512, RB_FEW = 64 };
 
 static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                        int64_t n_tok, float *out, size_t out_stride) {
