@@ -181,9 +181,9 @@ static double batch_gmacs(kernel_matmul mm, const uint8_t *w, size_t stride, int
     return best;
 }
 
-/* Rows in ops.c's blocks: 256 KiB of file bytes (wrow a row), 1 MiB for repacked weights. */
+/* Rows in ops.c's blocks: 256 KiB of file bytes (wrow a row), 4 MiB for repacked weights. */
 static int64_t ops_block(size_t wrow, int packed) {
-    return ((packed ? 1 << 20 : 256 << 10) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS;
+    return ((packed ? 4 << 20 : 256 << 10) / (int64_t)wrow + RP_ROWS - 1) / RP_ROWS * RP_ROWS;
 }
 
 /* nt Q8_K activation rows of n elements (arow bytes apart), distinct per token. */
