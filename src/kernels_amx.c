@@ -21,11 +21,12 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel, TQ2_0 on
- * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch): AMX 0.83-1.15x at 4
- * tokens, 0.96-1.16x at 5, 1.04-1.24x at 6, 1.1-1.2x at 7, 1.15-1.4x at 8. CHUNK tokens share
- * each unpacked group (128 measured slower: their activations per group no longer sit in L1
- * beside the B tiles). */
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel on
+ * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch), AMX: TQ2_0 0.96-1.12x at
+ * 4 tokens, 0.99-1.2x at 5, 1.05-1.29x at 6, 1.15-1.3x at 8; PQ2_0 0.91-1.12x at 4, 0.94-1.14x
+ * at 5, 0.99-1.24x at 6, 1.05-1.26x at 8 (low ends on 2048 columns, highs on 6144). CHUNK tokens
+ * share each unpacked group (128 measured slower: their activations per group no longer sit in
+ * L1 beside the B tiles). */
 enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
 static kernel_matmul below;
