@@ -168,7 +168,7 @@ INLINE void prefetch(const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, 
 static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap, const tok_info *ti,
                    int64_t nt, int64_t ntp, float *acc) {
     _Alignas(64) uint8_t bt[2][4][1024];
-    memset(acc, 0, sizeof(float) * CHUNK * 32 * (size_t)((np + 1) / 2));
+    for (int64_t p = 0; p < np; p += 2) memset(acc + (size_t)(p / 2) * CHUNK * 32, 0, sizeof(float) * 32 * (size_t)ntp);
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *ag = ap + (size_t)(4 * g * ntp) * 64;
         for (int64_t p = 0; p < np; p += 2) {
