@@ -21,12 +21,13 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel, TQ2_0 /
- * PTQ1_0 4096x4096 cache-resident: AMX 0.35x at 1 token, 0.6-0.8x at 2-3, 1.0x at 4, 1.2x at 6,
- * 1.4-1.7x at 8; but trit bench on qwen3-1.7b TQ2_0 (weights from memory): 0.86-1.0x at pp8,
- * 1.35x at pp16, 1.4x at pp32, 2.3-2.6x at pp64. CHUNK tokens share each unpacked group (128
- * measured slower: their activations per group no longer sit in L1 beside the B tiles). */
-enum { AMX_MIN_TOK = 9, CHUNK = 64 };
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel on
+ * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch), AMX: TQ2_0 0.96-1.12x at
+ * 4 tokens, 0.99-1.2x at 5, 1.05-1.29x at 6, 1.15-1.3x at 8; PQ2_0 0.91-1.12x at 4, 0.94-1.14x
+ * at 5, 0.99-1.24x at 6, 1.05-1.26x at 8 (low ends on 2048 columns, highs on 6144). CHUNK tokens
+ * share each unpacked group (128 measured slower: their activations per group no longer sit in
+ * L1 beside the B tiles). */
+enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
 static kernel_matmul below;
 
@@ -131,20 +132,35 @@ INLINE void block(int na, int nb, const uint8_t *a, size_t ks, uint8_t (*bt)[4][
 static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_t ntp, uint8_t *ap, tok_info *ti) {
     for (int64_t g = 0; g < ng; g++) /* four sequential streams of stores */
         for (int64_t t = 0; t < ntp; t++) {
-            const block_q8_K *y = t < nt ? (const block_q8_K *)(act + (size_t)t * as) + g : NULL;
-            tok_info info = {0.0f, {0, 0, 0}};
-            for (int k = 0; k < 4; k++) {
-                uint8_t *dst = ap + (size_t)((4 * g + k) * ntp + t) * 64;
-                if (y) memcpy(dst, y->qs + 64 * k, 64);
-                else memset(dst, 0, 64);
+            uint8_t *dst = ap + (size_t)(4 * g * ntp + t) * 64;
+            tok_info *info = ti + g * ntp + t;
+            if (t >= nt) {
+                for (int k = 0; k < 4; k++) memset(dst + (size_t)(k * ntp) * 64, 0, 64);
+                *info = (tok_info){0.0f, {0, 0, 0}};
+                continue;
             }
-            if (y) {
-                info.d = y->d;
-                for (int i = 0; i < QK_K / 16; i++) info.sum[i / 8] += y->bsums[i];
-                info.sum[2] = info.sum[0] + info.sum[1];
-            }
-            ti[g * ntp + t] = info;
+            const block_q8_K *y = (const block_q8_K *)(act + (size_t)t * as) + g;
+            for (int k = 0; k < 4; k++) memcpy(dst + (size_t)(k * ntp) * 64, y->qs + 64 * k, 64);
+            /* sums in registers, stored field by field (a sum kept in memory, or the struct written
+             * whole from pieces, stalled on store forwarding: 0.4 of this loop's time) */
+            int32_t s0 = 0, s1 = 0;
+            for (int i = 0; i < QK_K / 32; i++) s0 += y->bsums[i], s1 += y->bsums[QK_K / 32 + i];
+            info->d = y->d;
+            info->sum[0] = s0, info->sum[1] = s1, info->sum[2] = s0 + s1;
         }
+}
+
+/* Prefetches the groups of the panel pair after pair p / 2 of group g in panels' order (pairs of
+ * a group, then the next group): weights come from memory once per pass, and the hardware
+ * prefetchers alone leave the unpack waiting on them (weights from memory, 8-64 tokens: 1.1-1.3x;
+ * 2 or more pairs ahead, or into L2, no better). */
+INLINE void prefetch(const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, int64_t g, int64_t p) {
+    const int64_t pairs = (np + 1) / 2, i = g * pairs + p / 2 + 1;
+    if (i >= ng * pairs) return;
+    const int64_t q = i % pairs * 2;
+    const uint8_t *wg = w + (size_t)q * w_stride + (size_t)(i / pairs) * RP_GROUP_BYTES;
+    for (int64_t b = 0; b < (q + 1 < np ? 2 : 1); b++)
+        for (int off = 0; off < RP_GROUP_BYTES; off += 64) _mm_prefetch((const char *)wg + b * w_stride + off, _MM_HINT_T0);
 }
 
 /* nt <= CHUNK gathered tokens (ntp with padding) x np panels over all ng groups into
@@ -152,12 +168,13 @@ static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_
 static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap, const tok_info *ti,
                    int64_t nt, int64_t ntp, float *acc) {
     _Alignas(64) uint8_t bt[2][4][1024];
-    memset(acc, 0, sizeof(float) * CHUNK * 32 * (size_t)((np + 1) / 2));
+    for (int64_t p = 0; p < np; p += 2) memset(acc + (size_t)(p / 2) * CHUNK * 32, 0, sizeof(float) * 32 * (size_t)ntp);
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *ag = ap + (size_t)(4 * g * ntp) * 64;
         for (int64_t p = 0; p < np; p += 2) {
             const int nb = p + 1 < np ? 2 : 1;
             const uint8_t *wg = w + (size_t)p * w_stride + (size_t)g * RP_GROUP_BYTES;
+            prefetch(w, w_stride, ng, np, g, p);
             __m512 sc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
             int merge = 1;
             for (int b = 0; b < nb; b++) {
@@ -187,9 +204,10 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, co
 }
 
 /* Rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once. Batches of one tile
- * of tokens take one panel pair at a time instead: their activations fit L1 anyway, and weights
- * from memory stream better one pair after another than 32 pairs a group at a time. */
-enum { RB = 512, RB_FEW = 32 };
+ * of tokens take two panel pairs at a time instead: their activations fit L1 anyway, and weights
+ * from memory stream better a few panels after another than 32 pairs a group at a time (one pair:
+ * 0.85-0.9x at 8-16 tokens; four: the same as two). */
+enum { RB = 512, RB_FEW = 64 };
 
 static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                        int64_t n_tok, float *out, size_t out_stride) {

@@ -325,10 +325,10 @@ static void matmul_batches(void) {
 }
 
 /* Repackable types on batches around the AMX kernel's thresholds and blocking (token tiles of 16,
- * blocks of 32, chunks of 64, the fallback below 9), over an odd panel count with ragged rows, and
+ * blocks of 32, chunks of 64, the fallback below 6), over an odd panel count with ragged rows, and
  * once over more than its row block of 512. */
 static void matmul_packed_batches(void) {
-    static const int64_t toks[] = {8, 9, 16, 32, 63, 64, 65, 100, 256};
+    static const int64_t toks[] = {5, 6, 9, 16, 32, 63, 64, 65, 100, 256};
     for (size_t i = 0; i < NTYPES; i++) {
         if (!repack_type_ok(mm_types[i])) continue;
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
