@@ -46,7 +46,6 @@ struct sched {
     srv_config cfg;
     int n_vocab, slot_ctx, n_slots;
     slot *slots;
-    float *scratch;
     int32_t *eog;  /* the end-of-generation tokens, which ignore_eos bans */
     int n_eog;
     trit_batch_item *items;
@@ -268,17 +267,17 @@ static void assign(sched *s) {
 /* ---- sampling ---- */
 
 /* logit_bias, ignore_eos and OpenAI's presence/frequency penalties, on a copy of the logits. */
+/* The request's logit edits, in place: the slot's logits are rewritten by its next pass. */
 static const float *adjusted_logits(sched *s, slot *sl) {
     const srv_req *q = &sl->t->req;
-    if (!q->n_bias && !q->ignore_eos && q->presence_penalty == 0 && q->frequency_penalty == 0) return sl->logits;
-    memcpy(s->scratch, sl->logits, (size_t)s->n_vocab * sizeof *s->scratch);
-    for (int i = 0; q->ignore_eos && i < s->n_eog; i++) s->scratch[s->eog[i]] = -INFINITY;
+    float *l = sl->logits;
+    for (int i = 0; q->ignore_eos && i < s->n_eog; i++) l[s->eog[i]] = -INFINITY;
     for (int i = 0; i < q->n_bias; i++)
-        if (q->bias[i].tok >= 0 && q->bias[i].tok < s->n_vocab) s->scratch[q->bias[i].tok] += q->bias[i].bias;
+        if (q->bias[i].tok >= 0 && q->bias[i].tok < s->n_vocab) l[q->bias[i].tok] += q->bias[i].bias;
     if (q->presence_penalty != 0 || q->frequency_penalty != 0)
         for (int v = 0; v < s->n_vocab; v++)
-            if (sl->counts[v]) s->scratch[v] -= q->presence_penalty + q->frequency_penalty * (float)sl->counts[v];
-    return s->scratch;
+            if (sl->counts[v]) l[v] -= q->presence_penalty + q->frequency_penalty * (float)sl->counts[v];
+    return l;
 }
 
 static char *piece_of(sched *s, int32_t tok) {
@@ -512,12 +511,11 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     s->who = calloc((size_t)s->n_slots, sizeof *s->who);
     s->wait = calloc((size_t)s->n_slots, sizeof *s->wait);
     s->is_last = calloc((size_t)s->n_slots, sizeof *s->is_last);
-    s->scratch = malloc((size_t)s->n_vocab * sizeof *s->scratch);
     for (int32_t v = 0; v < s->n_vocab; v++) s->n_eog += trit_token_is_eog(m, v) != 0;
     s->eog = malloc((size_t)(s->n_eog ? s->n_eog : 1) * sizeof *s->eog);
     for (int32_t v = 0, k = 0; s->eog && v < s->n_vocab; v++)
         if (trit_token_is_eog(m, v)) s->eog[k++] = v;
-    int ok = s->slots && s->items && s->who && s->wait && s->is_last && s->scratch && s->eog;
+    int ok = s->slots && s->items && s->who && s->wait && s->is_last && s->eog;
     if (!ok) snprintf(err, errlen, "out of memory");
     for (int i = 0; ok && i < s->n_slots; i++) ok = !slot_init(s, &s->slots[i], i, err, errlen);
     if (!ok || pthread_create(&s->th, NULL, sched_main, s)) {
@@ -555,7 +553,6 @@ void sched_free(sched *s) {
     free(s->who);
     free(s->wait);
     free(s->is_last);
-    free(s->scratch);
     free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
