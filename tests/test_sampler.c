@@ -162,19 +162,14 @@ static void test_top_k(void) {
     p.top_k = 2;
     const double halves[5] = {0.5, 0.5, 0, 0, 0};
     check_distribution(&p, flat, halves, 5);
-}
-
-/* A repeat penalty under 1 lifts a repeated token into the top k from below it. */
-static void test_top_k_lifted(void) {
-    float l[5];
-    log_probs(l);
-    trit_sampler_params p = plain(5);
+    /* a repeat penalty under 1 lifts a repeated token into the top k from below it */
     p.top_k = 3;
     p.repeat_penalty = 0.5f; /* log 0.05 = -3.0 -> -1.5: between log 0.3 and log 0.15 */
     double e4 = exp(0.5 * log(0.05)), z = 0.4 + 0.3 + e4;
-    const double want[5] = {0.4 / z, 0.3 / z, 0, 0, e4 / z};
-    check_distribution_after(&p, l, want, 5, 4);
+    const double lifted[5] = {0.4 / z, 0.3 / z, 0, 0, e4 / z};
+    check_distribution_after(&p, l, lifted, 5, 4);
 }
+
 
 /* Temperature 0.5 squares the probabilities; it comes after the filters, which see the
  * untempered distribution (min-p 0.3 still keeps three tokens, as at temperature 1). */
@@ -322,7 +317,6 @@ const test_case sampler_tests[] = {
     {"min_p", test_min_p},
     {"top_p", test_top_p},
     {"top_k", test_top_k},
-    {"top_k_lifted", test_top_k_lifted},
     {"temperature", test_temperature},
     {"top_p_full_vocab", test_top_p_full_vocab},
     {"repeat_penalty", test_repeat_penalty},
