@@ -266,8 +266,8 @@ static void assign(sched *s) {
 
 /* ---- sampling ---- */
 
-/* logit_bias, ignore_eos and OpenAI's presence/frequency penalties, on a copy of the logits. */
-/* The request's logit edits, in place: the slot's logits are rewritten by its next pass. */
+/* The request's logit edits (logit_bias, ignore_eos, OpenAI's presence/frequency penalties), in
+ * place: the slot's logits are rewritten by its next pass. */
 static const float *adjusted_logits(sched *s, slot *sl) {
     const srv_req *q = &sl->t->req;
     float *l = sl->logits;

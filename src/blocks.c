@@ -153,7 +153,9 @@ typedef struct {
 
 static void rows_worker(void *arg, int ith, int nth) {
     const rows_job *j = arg;
-    for (int t = j->nb * ith / nth, end = j->nb * (ith + 1) / nth; t < end; t++) j->fn(j->e, j->L, t);
+    int64_t t0, t1;
+    pool_share(j->nb, 1, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) j->fn(j->e, j->L, (int)t);
 }
 
 void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn) {

@@ -33,22 +33,13 @@ typedef struct {
 /* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel, a repacked panel) otherwise. */
 static int64_t row_unit(const weight *w, int nb) { return nb > 1 || w->packed ? 16 : 4; }
 
-/* Thread ith's share of rows [0, n): contiguous, in multiples of unit so kernels keep their blocking. */
-static void share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1) {
-    int64_t blocks = (n + unit - 1) / unit;
-    *r0 = blocks * ith / nth * unit;
-    *r1 = blocks * (ith + 1) / nth * unit;
-    if (*r0 > n) *r0 = n;
-    if (*r1 > n) *r1 = n;
-}
-
 static void mm_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
         const int64_t unit = row_unit(w, j->nb);
         int64_t r0, r1;
-        share(w->n_out, unit, ith, nth, &r0, &r1);
+        pool_share(w->n_out, unit, ith, nth, &r0, &r1);
         if (r0 >= r1) continue;
         if (j->direct) {
             /* With several tokens, rows go in blocks small enough to stay in cache while every
@@ -90,7 +81,9 @@ typedef struct {
 
 static void quant_worker(void *arg, int ith, int nth) {
     const quant_job *q = arg;
-    for (int t = q->nb * ith / nth, end = q->nb * (ith + 1) / nth; t < end; t++)
+    int64_t t0, t1;
+    pool_share(q->nb, 1, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
         q->c->k->quantize_act[q->act_type](q->x + (size_t)t * q->n_in, q->c->act + t * q->stride, q->n_in);
 }
 

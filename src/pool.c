@@ -122,6 +122,14 @@ void pool_run(pool *p, pool_fn fn, void *arg) {
 
 int pool_size(const pool *p) { return p->n; }
 
+void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1) {
+    int64_t blocks = (n + unit - 1) / unit;
+    *r0 = blocks * ith / nth * unit;
+    *r1 = blocks * (ith + 1) / nth * unit;
+    if (*r0 > n) *r0 = n;
+    if (*r1 > n) *r1 = n;
+}
+
 void pool_free(pool *p) {
     if (!p) return;
     atomic_store(&p->quit, 1);

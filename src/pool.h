@@ -3,6 +3,8 @@
 #ifndef TRIT_POOL_H
 #define TRIT_POOL_H
 
+#include <stdint.h>
+
 typedef struct pool pool;
 typedef void (*pool_fn)(void *arg, int ith, int nth);
 
@@ -13,6 +15,9 @@ int pool_size(const pool *p);
 /* Calls fn(arg, i, n) once for every i in [0, n) (n = pool_size), in parallel; returns when all
  * calls have returned. Not reentrant: one run at a time per pool. */
 void pool_run(pool *p, pool_fn fn, void *arg);
+/* Thread ith's contiguous share [*r0, *r1) of [0, n) among nth, in multiples of unit (so that
+ * kernels keep their blocking); the same n and nth always split the same way. */
+void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1);
 /* Physical cores of this machine (at least 1). */
 int pool_physical_cores(void);
 

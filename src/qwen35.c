@@ -172,8 +172,6 @@ static void l2_normalize(float *x, int n, float eps) {
     for (int i = 0; i < n; i++) x[i] *= scale;
 }
 
-/* One token of the gated delta rule for value head h: M <- exp(g) M; M += beta (v - M k) k^T;
- * o = M q. M is [d values][d keys]. */
 /* y += a x, in blocks of 8 so that the compiler's block vectorizer makes vector code of it. */
 static void axpy(float *restrict y, float a, const float *restrict x, int n) {
     int i = 0;
@@ -294,7 +292,8 @@ static vec_ops pick_vec(const kernel_set *ks) {
     return (vec_ops){axpy, dot, maxpy, dots};
 }
 
-/* One token of the gated delta rule for one head: S = decay S; S += beta (v - S k) k^T; o = S q. */
+/* One token of the gated delta rule for one value head: M <- decay M; M += beta (v - M k) k^T;
+ * o = M q. M is [d values][d keys]. */
 static void delta_step(vec_ops vo, float *M, const float *q, const float *k, const float *v, float decay, float beta,
                        float *o, int d) {
     for (int i = 0; i < d; i++) {
@@ -316,9 +315,8 @@ static void delta_step(vec_ops vo, float *M, const float *q, const float *k, con
  * and then o_t = G_t S_0 q_t + sum_{s<=t} (G_t/G_s) (k_s.q_t) D_s, S_n = G_n S_0 + sum_s (G_n/G_s) D_s k_s^T.
  * Token t's q, k, v start at q/k/v + t*stride and its output at o + t*ostride; lg holds the log
  * decays (made cumulative here); scratch holds 3*n*d + 2*n*n + n floats. */
-static void delta_chunk(const kernel_set *ks, float *M, const float *q, const float *k, const float *v, int stride,
+static void delta_chunk(vec_ops vo, float *M, const float *q, const float *k, const float *v, int stride,
                         float *lg, const float *beta, float *o, int ostride, int n, int d, float *scratch) {
-    const vec_ops vo = pick_vec(ks);
     /* kk[t][s] = k_s.k_t, kq[t][s] = k_s.q_t, c: one row's coefficients; K, Q: the run's keys and
      * queries side by side (token rows lie conv_dim floats apart, a multiple of 4 KiB in real
      * shapes, where they would share a handful of L1 sets) */
@@ -385,7 +383,7 @@ static void delta_heads(void *arg, int ith, int nth) {
             const float *xc = e->h1 + (size_t)t * conv_dim;
             float *M = s->ssm_state + ((size_t)L->slot * n_v + h) * d * d, *o = e->att + (size_t)t * inner + (size_t)h * d;
             if (run >= GDN_CHUNK_MIN) {
-                delta_chunk(e->mm.k, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, conv_dim, lg + t,
+                delta_chunk(vo, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, conv_dim, lg + t,
                             beta + t, o, inner, run, d, work);
                 continue;
             }
