@@ -149,17 +149,16 @@ typedef struct {
     const layer *L;
     row_fn fn;
     int nb;
+    pool_counter next;
 } rows_job;
 
 static void rows_worker(void *arg, int ith, int nth) {
-    const rows_job *j = arg;
-    int64_t t0, t1;
-    pool_share(j->nb, 1, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++) j->fn(j->e, j->L, (int)t);
+    rows_job *j = arg;
+    for (int64_t t, t1; pool_take(&j->next, j->nb, 1, &t, &t1);) j->fn(j->e, j->L, (int)t);
 }
 
 void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn) {
-    rows_job j = {e, L, fn, nb};
+    rows_job j = {e, L, fn, nb, {0}};
     if (nb > 1 && width * nb >= ROWS_PARALLEL_WORK) pool_run(e->mm.pool, rows_worker, &j);
     else rows_worker(&j, 0, 1);
 }

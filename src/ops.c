@@ -19,6 +19,10 @@
 /* Activation values below which a pass's rows are quantized on the calling thread alone. */
 #define QUANT_PARALLEL_WORK (1 << 14)
 
+/* Chunks a thread's share of a one-token matmul is cut into for pool_take: enough that a thread
+ * the machine slows hands its rest to the other, few enough that the counter costs nothing. */
+#define MM_DECODE_CHUNKS 16
+
 typedef struct {
     mm_ctx *c;
     int nw;
@@ -28,39 +32,67 @@ typedef struct {
     int nb;
     size_t act_stride;
     int direct;       /* 1: kernels on quantized rows; 0: decoded rows against f32 */
+    int64_t rows[16]; /* direct: rows of ws[i] per chunk, and its number of chunks */
+    int64_t chunks[16];
+    int64_t n_chunks;
+    pool_counter next;
 } mm_job;
 
 /* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel, a repacked panel) otherwise. */
 static int64_t row_unit(const weight *w, int nb) { return nb > 1 || w->packed ? 16 : 4; }
 
-static void mm_worker(void *arg, int ith, int nth) {
-    const mm_job *j = arg;
+static int64_t round_up(int64_t n, int64_t unit) { return (n + unit - 1) / unit * unit; }
+
+/* Cuts each weight's rows into chunks: with several tokens, blocks small enough to stay in cache
+ * while every token passes over them (each weight is read from memory once per pass). */
+static void mm_chunks(mm_job *j, int nth) {
+    j->n_chunks = 0;
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
-        const int64_t unit = row_unit(w, j->nb);
-        int64_t r0, r1;
-        pool_share(w->n_out, unit, ith, nth, &r0, &r1);
-        if (r0 >= r1) continue;
-        if (j->direct) {
-            /* With several tokens, rows go in blocks small enough to stay in cache while every
-             * token passes over them: each weight is read from memory once per pass. */
+        const int64_t unit = row_unit(w, j->nb), share = round_up((w->n_out + nth - 1) / nth, unit);
+        /* the packed decode kernels take 4 panels a pass, and the rest one by one, slower */
+        int64_t rows = round_up((share + MM_DECODE_CHUNKS - 1) / MM_DECODE_CHUNKS, w->packed ? 4 * unit : unit);
+        if (j->nb > 1) { /* a thread's share in equal blocks of at most the cache budget */
             const int64_t bytes = w->packed ? MM_PACKED_BLOCK_BYTES : MM_BLOCK_BYTES;
-            int64_t block = j->nb > 1 ? (bytes / (int64_t)w->row_bytes + unit - 1) / unit * unit : r1 - r0;
-            for (int64_t rb = r0; rb < r1; rb += block) {
-                int64_t nr = r1 - rb < block ? r1 - rb : block;
-                if (w->packed) {
-                    const uint64_t pb = repack_panel_bytes(w->n_in);
-                    j->c->k->matmul_packed(w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act,
-                                           j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
-                } else {
-                    j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act,
-                                             j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
-                }
-            }
-            continue;
+            const int64_t most = round_up(bytes / (int64_t)w->row_bytes + 1, unit), blocks = (share + most - 1) / most;
+            rows = round_up((share + blocks - 1) / blocks, unit);
         }
-        float *row = j->c->rows + (size_t)ith * j->c->widest;
+        j->rows[i] = rows;
+        j->chunks[i] = (w->n_out + rows - 1) / rows;
+        j->n_chunks += j->chunks[i];
+    }
+}
+
+static void mm_direct(mm_job *j) {
+    int64_t c0, c1;
+    while (pool_take(&j->next, j->n_chunks, 1, &c0, &c1)) {
+        int i = 0;
+        while (c0 >= j->chunks[i]) c0 -= j->chunks[i++];
+        const weight *w = j->ws[i];
+        const int64_t rb = c0 * j->rows[i], nr = w->n_out - rb < j->rows[i] ? w->n_out - rb : j->rows[i];
+        if (w->packed) {
+            const uint64_t pb = repack_panel_bytes(w->n_in);
+            j->c->k->matmul_packed(w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act, j->act_stride,
+                                   j->nb, j->ys[i] + rb, (size_t)w->n_out);
+        } else {
+            j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act, j->act_stride,
+                                     j->nb, j->ys[i] + rb, (size_t)w->n_out);
+        }
+    }
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    mm_job *j = arg;
+    if (j->direct) {
+        mm_direct(j);
+        return;
+    }
+    float *row = j->c->rows + (size_t)ith * j->c->widest;
+    for (int i = 0; i < j->nw; i++) {
+        const weight *w = j->ws[i];
         const type_traits *tt = type_get(w->type);
+        int64_t r0, r1;
+        pool_share(w->n_out, row_unit(w, j->nb), ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; r++) {
             tt->to_float(w->data + r * w->row_bytes, row, w->n_in);
             for (int t = 0; t < j->nb; t++)
@@ -98,7 +130,7 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
         if (direct ? at == type_get((uint32_t)act_type) : act_type < 0) sel[n] = ws[i], out[n++] = ys[i];
     }
     if (!n) return;
-    mm_job j = {c, n, sel, out, x, nb, 0, act_type >= 0};
+    mm_job j = {.c = c, .nw = n, .ws = sel, .ys = out, .x = x, .nb = nb, .direct = act_type >= 0};
     if (j.direct) {
         quant_job q = {c, x, sel[0]->n_in, nb, (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), act_type};
         j.act_stride = q.stride;
@@ -107,7 +139,9 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
     }
     int64_t work = 0;
     for (int i = 0; i < n; i++) work += sel[i]->n_in * sel[i]->n_out * nb;
-    if (work < MM_PARALLEL_WORK) mm_worker(&j, 0, 1); /* waking threads costs more than this */
+    const int alone = work < MM_PARALLEL_WORK; /* waking threads costs more than this */
+    if (j.direct) mm_chunks(&j, alone ? 1 : pool_size(c->pool));
+    if (alone) mm_worker(&j, 0, 1);
     else pool_run(c->pool, mm_worker, &j);
 }
 

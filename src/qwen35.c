@@ -356,13 +356,14 @@ typedef struct {
     exec *e;
     const layer *L;
     int nb;
+    pool_counter next; /* value heads, taken one at a time */
 } delta_job;
 
 /* The gated delta rule for this thread's share of value heads (heads are independent; a head's
  * state depends on its previous token): runs of one session's tokens in chunked form, single
  * tokens step by step; then the gated RMSNorm of every output. */
 static void delta_heads(void *arg, int ith, int nth) {
-    const delta_job *j = arg;
+    delta_job *j = arg;
     exec *e = j->e;
     const layer *L = j->L;
     const hparams *hp = &e->m->hp;
@@ -370,8 +371,8 @@ static void delta_heads(void *arg, int ith, int nth) {
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
     float *scratch = e->scores + (size_t)ith * e->scores_per_thread, *lg = scratch, *beta = lg + nb, *work = beta + nb;
     const vec_ops vo = pick_vec(e->mm.k);
-    for (int h = ith; h < n_v; h += nth) {
-        int kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
+    for (int64_t h0, h1; pool_take(&j->next, n_v, 1, &h0, &h1);) {
+        int h = (int)h0, kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
         for (int t = 0; t < nb; t++) {
             const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
             lg[t] = L->ssm_a[h] * softplus(a[h] + L->dt_bias[h]);
@@ -419,7 +420,7 @@ static void gated_deltanet(exec *e, const layer *L, int nb) {
             for (int i = 0; i < d; i++) q[h * d + i] *= qscale;
         }
     }
-    delta_job j = {e, L, nb};
+    delta_job j = {e, L, nb, {0}};
     if ((int64_t)nb * n_v * d * d < (1 << 16)) delta_heads(&j, 0, 1);
     else pool_run(e->mm.pool, delta_heads, &j);
     if (e->m->rot.gdn_v_grouped) /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */
