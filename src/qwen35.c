@@ -192,6 +192,11 @@ static float dot(const float *restrict x, const float *restrict y, int n) {
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+/* y = a y + b x. */
+static void axpby(float *restrict y, float a, float b, const float *restrict x, int n) {
+    for (int i = 0; i < n; i++) y[i] = a * y[i] + b * x[i];
+}
+
 /* y[0..d) += sum over s < n of c[s cs] X[s xs + 0..d). */
 static void maxpy(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs) {
     for (int s = 0; s < n; s++) axpy(y, c[(size_t)s * cs], X + (size_t)s * xs, d);
@@ -222,6 +227,13 @@ __attribute__((target("avx2,fma"))) static float dot_fma(const float *restrict x
     _mm256_storeu_ps(l, acc);
     for (; i < n; i++) l[i % 8] += x[i] * y[i];
     return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+__attribute__((target("avx2,fma"))) static void axpby_fma(float *restrict y, float a, float b, const float *restrict x, int n) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i), _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = a * y[i] + b * x[i];
 }
 
 /* 64 columns of y at a time in registers, each X row read once per block of them. */
@@ -277,6 +289,7 @@ __attribute__((target("avx2,fma"))) static void dots_fma(float *out, int os, con
 
 typedef struct {
     void (*axpy)(float *restrict y, float a, const float *restrict x, int n);
+    void (*axpby)(float *restrict y, float a, float b, const float *restrict x, int n);
     float (*dot)(const float *restrict x, const float *restrict y, int n);
     void (*maxpy)(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs);
     void (*dots)(float *out, int os, const float *A, int as, int na, const float *B, int bs, int nb, int n);
@@ -286,21 +299,30 @@ typedef struct {
  * the FMA forms are picked from the kernel set the CPU check chose. */
 static vec_ops pick_vec(const kernel_set *ks) {
 #if defined(__x86_64__)
-    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, dot_fma, maxpy_fma, dots_fma};
+    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, axpby_fma, dot_fma, maxpy_fma, dots_fma};
 #endif
     (void)ks;
-    return (vec_ops){axpy, dot, maxpy, dots};
+    return (vec_ops){axpy, axpby, dot, maxpy, dots};
 }
 
 /* One token of the gated delta rule for one value head: M <- decay M; M += beta (v - M k) k^T;
- * o = M q. M is [d values][d keys]. */
-static void delta_step(vec_ops vo, float *M, const float *q, const float *k, const float *v, float decay, float beta,
-                       float *o, int d) {
-    for (int i = 0; i < d; i++) {
-        float *row = M + (size_t)i * d;
-        for (int j = 0; j < d; j++) row[j] *= decay;
-        vo.axpy(row, beta * (v[i] - vo.dot(row, k, d)), k, d);
-        o[i] = vo.dot(row, q, d);
+ * o = M q. M is [d values][d keys]. Each row is read once for both of its products with the old
+ * state (M k = decay M_old k, M q = decay M_old q + b k.q) and written once; rows go in blocks that
+ * stay in L1 between the two. work: 2 min(d, DELTA_ROWS) floats. q and k lie qk floats apart. */
+#define DELTA_ROWS 32
+static void delta_step(vec_ops vo, float *M, const float *q, int qk, const float *v, float decay, float beta,
+                       float *o, int d, float *work) {
+    const float *k = q + qk, kq = vo.dot(k, q, d);
+    const int blk = d < DELTA_ROWS ? d : DELTA_ROWS;
+    for (int i0 = 0; i0 < d; i0 += blk) {
+        const int n = d - i0 < blk ? d - i0 : blk;
+        float *rows = M + (size_t)i0 * d, *mq = work, *mk = work + blk;
+        vo.dots(work, blk, rows, d, n, q, qk, 2, d); /* mq[i] = row_i . q, mk[i] = row_i . k */
+        for (int i = 0; i < n; i++) {
+            const float b = beta * (v[i0 + i] - decay * mk[i]);
+            vo.axpby(rows + (size_t)i * d, decay, b, k, d);
+            o[i0 + i] = decay * mq[i] + b * kq;
+        }
     }
 }
 
@@ -389,7 +411,7 @@ static void delta_heads(void *arg, int ith, int nth) {
                 continue;
             }
             for (int u = t; u < t + run; u++, xc += conv_dim, o += inner)
-                delta_step(vo, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, expf(lg[u]), beta[u], o, d);
+                delta_step(vo, M, xc + kh * d, n_k * d, xc + 2 * n_k * d + h * d, expf(lg[u]), beta[u], o, d, work);
         }
         for (int t = 0; t < nb; t++) {
             float *o = e->att + (size_t)t * inner + (size_t)h * d;
