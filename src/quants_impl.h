@@ -49,15 +49,19 @@ static inline uint8_t trit_code(float v) {
     return (uint8_t)(1 + (v >= 0.5f) - (v <= -0.5f));
 }
 
-/* Codes (value/d + 1, in 0..3) of one block, in element order. */
-void tq1_0_codes(const block_tq1_0 *b, uint8_t *codes);
-void tq2_0_codes(const block_tq2_0 *b, uint8_t *codes);
-void q2_0_codes(const block_q2_0 *b, uint8_t *codes);
-void pq2_0_codes(const block_pq2_0 *b, uint8_t *codes);
-void ptq1_0_codes(const block_ptq1_0 *b, uint8_t *codes);
+/* A low-bit weight type's block codec: its codes (value/d + 1, 0..3) in element order, and
+ * where its raw f16 scale d sits. */
+typedef struct {
+    int qk;              /* elements per block (at most QK_K) */
+    unsigned size, d_at; /* bytes per block; offset of d */
+    void (*codes)(const void *block, uint8_t *codes);
+    /* codes (0..2, or 0..3 where the type has code 3) and d into a block; NULL for Q1_0 */
+    void (*pack)(const uint8_t *codes, uint16_t d, void *block);
+} ternary_codec;
 
-/* Packs 128 codes (0..2 for PTQ1_0, 0..3 for PQ2_0) with the raw f16 scale bits d. */
-void pq2_0_pack(const uint8_t *codes, uint16_t d, block_pq2_0 *b);
-void ptq1_0_pack(const uint8_t *codes, uint16_t d, block_ptq1_0 *b);
+extern const ternary_codec codec_tq1_0, codec_tq2_0, codec_q1_0, codec_q2_0, codec_pq2_0, codec_ptq1_0;
+
+/* The f16 scale of a block, as a float. */
+float codec_scale(const ternary_codec *c, const void *block);
 
 #endif

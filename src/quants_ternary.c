@@ -2,7 +2,6 @@
  * TQ1_0, TQ2_0, Q1_0, Q2_0, PQ2_0 and PTQ1_0 (../shared/docs/bonsai2-contract.md §1).
  * Every decoder goes through the type's codes (value/d + 1) in element order, so the
  * dequantizer and the dot product cannot disagree about where an element lives.
- * Weight types have no activation role: their quantize_act is their reference quantizer.
  * Dot products: exact integer sums per block, combined like ggml's generic kernels as the oracle's
  * gcc (-O2, FMA on, default fp-contract) compiled them, i.e. each `s += a * b` fused (fmaf);
  * that reproduces the oracle's scalar Q2_0 dots bit for bit (PTQ1_0 takes Q8_K activations here,
@@ -10,6 +9,7 @@
 #include "quants.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "quants_impl.h"
@@ -58,19 +58,6 @@ static void b3_pack(const uint8_t *codes, uint8_t *qs, int nqs, uint8_t *qh, int
     }
 }
 
-/* Group scale as the reference quantizers take it: d = max|x| (f32), id = 1/d or 0. */
-static float inv_or_zero(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
-
-/* Ternary codes of a group: lroundf(x * id) + 1, NaN-safe (see trit_code). */
-static void ternary_codes(const float *x, int n, float id, uint8_t *codes) {
-    for (int j = 0; j < n; j++) codes[j] = trit_code(x[j] * id);
-}
-
-/* value = (code - 1) * d, as every ggml dequantizer of these types computes it. */
-static void codes_to_float(const uint8_t *codes, int n, float d, float *dst) {
-    for (int j = 0; j < n; j++) dst[j] = (float)((int)codes[j] - 1) * d;
-}
-
 /* Exact sum of (code - 1) * q over n elements. */
 static int codes_dot(const uint8_t *codes, const int8_t *q, int n) {
     int s = 0;
@@ -87,106 +74,166 @@ static float codes_dot_q8_0(const uint8_t *codes, int n, float dw, const block_q
     return fmaf(dw, acc, s);
 }
 
-/* ---- TQ1_0: 256 trits base-3 packed in qs[48] (stages 32, 16) and qh[4], f16 d last. */
+/* ---- Each type's layout. */
 
-void tq1_0_codes(const block_tq1_0 *b, uint8_t *codes) { b3_unpack(b->qs, 48, b->qh, 4, codes); }
-
-void tq1_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_tq1_0 *b = src;
-    uint8_t c[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        tq1_0_codes(&b[i], c);
-        codes_to_float(c, QK_K, f16_to_f32(b[i].d), dst + i * QK_K);
-    }
+/* TQ1_0: 256 trits base-3 packed in qs[48] (stages 32, 16) and qh[4], f16 d last. */
+static void tq1_0_codes(const void *block, uint8_t *codes) {
+    const block_tq1_0 *b = block;
+    b3_unpack(b->qs, 48, b->qh, 4, codes);
 }
 
-void tq1_0_quantize(const float *src, void *dst, int64_t n) {
-    block_tq1_0 *b = dst;
-    uint8_t c[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const float *x = src + i * QK_K;
-        float d = absmax(x, QK_K);
-        ternary_codes(x, QK_K, inv_or_zero(d), c);
-        b3_pack(c, b[i].qs, 48, b[i].qh, 4);
-        b[i].d = f32_to_f16(d);
-    }
+static void tq1_0_pack(const uint8_t *codes, uint16_t d, void *block) {
+    block_tq1_0 *b = block;
+    b3_pack(codes, b->qs, 48, b->qh, 4);
+    b->d = d;
 }
 
-void tq1_0_quantize_act(const float *src, void *dst, int64_t n) { tq1_0_quantize(src, dst, n); }
-
-/* TQ x Q8_K as ggml's generic kernels: sumf += sumi * (d_w * d_a) per 256-block, fused. */
-float tq1_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_tq1_0 *x = w;
-    const block_q8_K *y = act;
-    uint8_t c[QK_K];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        tq1_0_codes(&x[i], c);
-        s = fmaf((float)codes_dot(c, y[i].qs, QK_K), f16_to_f32(x[i].d) * y[i].d, s);
-    }
-    return s;
-}
-
-/* ---- TQ2_0: 2-bit codes, element 128c + 32l + m at bits 2l of qs[32c + m], f16 d last. */
-
-void tq2_0_codes(const block_tq2_0 *b, uint8_t *codes) {
+/* TQ2_0: 2-bit codes, element 128c + 32l + m at bits 2l of qs[32c + m], f16 d last. */
+static void tq2_0_codes(const void *block, uint8_t *codes) {
+    const block_tq2_0 *b = block;
     for (int c = 0; c < 2; c++)
         for (int l = 0; l < 4; l++)
             for (int m = 0; m < 32; m++) codes[128 * c + 32 * l + m] = (b->qs[32 * c + m] >> (2 * l)) & 3;
 }
 
-void tq2_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_tq2_0 *b = src;
-    uint8_t c[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        tq2_0_codes(&b[i], c);
-        codes_to_float(c, QK_K, f16_to_f32(b[i].d), dst + i * QK_K);
+static void tq2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
+    block_tq2_0 *b = block;
+    memset(b->qs, 0, sizeof b->qs);
+    for (int e = 0; e < QK_K; e++) b->qs[32 * (e / 128) + e % 32] |= (uint8_t)(codes[e] << (2 * (e / 32 % 4)));
+    b->d = d;
+}
+
+/* Q1_0: sign bits, element j = bit j%8 of qs[j/8]; 1 -> +d, 0 -> -d. Code 2 or 0. */
+static void q1_0_codes(const void *block, uint8_t *codes) {
+    const block_q1_0 *b = block;
+    for (int j = 0; j < QK1_0; j++) codes[j] = (b->qs[j / 8] >> (j % 8)) & 1 ? 2 : 0;
+}
+
+/* Q2_0 (group 64) and PQ2_0 (group 128): element j at bits 2(j%4) of qs[j/4], value
+ * (code - 1) * d with code 3 = +2d; f16 d first. Same codec, different group. */
+static void crumbs_unpack(const uint8_t *qs, int n, uint8_t *codes) {
+    for (int j = 0; j < n; j++) codes[j] = (qs[j / 4] >> (2 * (j % 4))) & 3;
+}
+
+static void crumbs_pack(const uint8_t *codes, int n, uint8_t *qs) {
+    memset(qs, 0, (size_t)n / 4);
+    for (int j = 0; j < n; j++) qs[j / 4] |= (uint8_t)((codes[j] & 3) << (2 * (j % 4)));
+}
+
+static void q2_0_codes(const void *block, uint8_t *codes) { crumbs_unpack(((const block_q2_0 *)block)->qs, QK2_0, codes); }
+
+static void q2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
+    block_q2_0 *b = block;
+    b->d = d;
+    crumbs_pack(codes, QK2_0, b->qs);
+}
+
+static void pq2_0_codes(const void *block, uint8_t *codes) { crumbs_unpack(((const block_pq2_0 *)block)->qs, QK_PQ2_0, codes); }
+
+static void pq2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
+    block_pq2_0 *b = block;
+    b->d = d;
+    crumbs_pack(codes, QK_PQ2_0, b->qs);
+}
+
+/* PTQ1_0: TQ1_0's base-3 codec at group 128: qs[24] (stages 16, 8), qh[2], f16 d last. */
+static void ptq1_0_codes(const void *block, uint8_t *codes) {
+    const block_ptq1_0 *b = block;
+    b3_unpack(b->qs, 24, b->qh, 2, codes);
+}
+
+static void ptq1_0_pack(const uint8_t *codes, uint16_t d, void *block) {
+    block_ptq1_0 *b = block;
+    b3_pack(codes, b->qs, 24, b->qh, 2);
+    b->d = d;
+}
+
+#define CODEC(T, QK, PACK) {QK, sizeof(block_##T), offsetof(block_##T, d), T##_codes, PACK}
+const ternary_codec codec_tq1_0 = CODEC(tq1_0, QK_K, tq1_0_pack), codec_tq2_0 = CODEC(tq2_0, QK_K, tq2_0_pack),
+                    codec_q1_0 = CODEC(q1_0, QK1_0, NULL), codec_q2_0 = CODEC(q2_0, QK2_0, q2_0_pack),
+                    codec_pq2_0 = CODEC(pq2_0, QK_PQ2_0, pq2_0_pack), codec_ptq1_0 = CODEC(ptq1_0, QK_PTQ1_0, ptq1_0_pack);
+
+/* ---- What every type does through its codec. */
+
+float codec_scale(const ternary_codec *c, const void *block) {
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)block + c->d_at, sizeof h);
+    return f16_to_f32(h);
+}
+
+/* value = (code - 1) * d, as every ggml dequantizer of these types computes it. */
+static void codec_to_float(const ternary_codec *c, const void *src, float *dst, int64_t n) {
+    const uint8_t *b = src;
+    uint8_t codes[QK_K];
+    for (int64_t i = 0; i < n / c->qk; i++, b += c->size) {
+        const float d = codec_scale(c, b);
+        c->codes(b, codes);
+        for (int j = 0; j < c->qk; j++) dst[i * c->qk + j] = (float)((int)codes[j] - 1) * d;
     }
 }
 
-void tq2_0_quantize(const float *src, void *dst, int64_t n) {
-    block_tq2_0 *b = dst;
-    uint8_t c[QK_K];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const float *x = src + i * QK_K;
-        float d = absmax(x, QK_K);
-        ternary_codes(x, QK_K, inv_or_zero(d), c);
-        memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < QK_K; e++) b[i].qs[32 * (e / 128) + e % 32] |= (uint8_t)(c[e] << (2 * (e / 32 % 4)));
-        b[i].d = f32_to_f16(d);
+/* The reference quantizers of the ternary types: d = max|x| (f32), code = lroundf(x / d) + 1,
+ * NaN-safe (trit_code). */
+static void codec_quantize(const ternary_codec *c, const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst, codes[QK_K];
+    for (int64_t i = 0; i < n / c->qk; i++, b += c->size) {
+        const float *x = src + i * c->qk, d = absmax(x, c->qk), id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < c->qk; j++) codes[j] = trit_code(x[j] * id);
+        c->pack(codes, f32_to_f16(d), b);
     }
 }
 
-void tq2_0_quantize_act(const float *src, void *dst, int64_t n) { tq2_0_quantize(src, dst, n); }
-
-float tq2_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_tq2_0 *x = w;
+/* x Q8_K as ggml's generic kernels: sumf += sumi * (d_w * d_a) per weight block, fused; a block
+ * of 128 (PQ2_0, PTQ1_0: the issue's one activation scale per 256, where the fork pairs PTQ1_0
+ * with Q8_0) takes its half of the activation block. n must be a multiple of 256. */
+static float codec_dot_q8_K(const ternary_codec *c, int64_t n, const void *w, const void *act) {
+    const uint8_t *b = w;
     const block_q8_K *y = act;
-    uint8_t c[QK_K];
+    const int per = QK_K / c->qk;
+    uint8_t codes[QK_K];
     float s = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        tq2_0_codes(&x[i], c);
-        s = fmaf((float)codes_dot(c, y[i].qs, QK_K), f16_to_f32(x[i].d) * y[i].d, s);
+    for (int64_t i = 0; i < n / c->qk; i++, b += c->size) {
+        const block_q8_K *yb = &y[i / per];
+        c->codes(b, codes);
+        s = fmaf((float)codes_dot(codes, yb->qs + (i % per) * c->qk, c->qk), codec_scale(c, b) * yb->d, s);
     }
     return s;
 }
 
-/* ---- Q1_0: sign bits, element j = bit j%8 of qs[j/8]; 1 -> +d, 0 -> -d. Code 2 or 0. */
-
-static void q1_0_codes(const block_q1_0 *b, uint8_t *codes) {
-    for (int j = 0; j < QK1_0; j++) codes[j] = (b->qs[j / 8] >> (j % 8)) & 1 ? 2 : 0;
-}
-
-void q1_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_q1_0 *b = src;
-    uint8_t c[QK1_0];
-    for (int64_t i = 0; i < n / QK1_0; i++) {
-        q1_0_codes(&b[i], c);
-        codes_to_float(c, QK1_0, f16_to_f32(b[i].d), dst + i * QK1_0);
+static float codec_dot_q8_0(const ternary_codec *c, int64_t n, const void *w, const void *act) {
+    const uint8_t *b = w;
+    const block_q8_0 *y = act;
+    uint8_t codes[QK_K];
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / c->qk; i++, b += c->size) {
+        c->codes(b, codes);
+        s = codes_dot_q8_0(codes, c->qk, codec_scale(c, b), y + i * (c->qk / QK8_0), s);
     }
+    return s;
 }
 
-/* d = mean |x| (summed in order, then / 128); bit = x >= 0 (so -0 -> +d, NaN -> -d). */
+/* ---- The public entries. Weight types have no activation role: their quantize_act is their
+ * reference quantizer. */
+#define TERNARY_FNS(T, DOT)                                                                                \
+    void T##_to_float(const void *src, float *dst, int64_t n) { codec_to_float(&codec_##T, src, dst, n); } \
+    float T##_vec_dot(int64_t n, const void *w, const void *act) { return DOT(&codec_##T, n, w, act); }    \
+    void T##_quantize_act(const float *src, void *dst, int64_t n) { T##_quantize(src, dst, n); }
+#define TERNARY_QUANTIZE(T) \
+    void T##_quantize(const float *src, void *dst, int64_t n) { codec_quantize(&codec_##T, src, dst, n); }
+
+TERNARY_QUANTIZE(tq1_0)
+TERNARY_QUANTIZE(tq2_0)
+TERNARY_QUANTIZE(q2_0)
+TERNARY_QUANTIZE(pq2_0)
+TERNARY_QUANTIZE(ptq1_0)
+TERNARY_FNS(tq1_0, codec_dot_q8_K)
+TERNARY_FNS(tq2_0, codec_dot_q8_K)
+TERNARY_FNS(q1_0, codec_dot_q8_0)
+TERNARY_FNS(q2_0, codec_dot_q8_0)
+TERNARY_FNS(pq2_0, codec_dot_q8_K)
+TERNARY_FNS(ptq1_0, codec_dot_q8_K)
+
+/* Q1_0: d = mean |x| (summed in order, then / 128); bit = x >= 0 (so -0 -> +d, NaN -> -d). */
 void q1_0_quantize(const float *src, void *dst, int64_t n) {
     block_q1_0 *b = dst;
     for (int64_t i = 0; i < n / QK1_0; i++) {
@@ -198,153 +245,4 @@ void q1_0_quantize(const float *src, void *dst, int64_t n) {
         for (int j = 0; j < QK1_0; j++)
             if (x[j] >= 0.0f) b[i].qs[j / 8] |= (uint8_t)(1u << (j % 8));
     }
-}
-
-void q1_0_quantize_act(const float *src, void *dst, int64_t n) { q1_0_quantize(src, dst, n); }
-
-float q1_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_q1_0 *x = w;
-    const block_q8_0 *y = act;
-    uint8_t c[QK1_0];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / QK1_0; i++) {
-        q1_0_codes(&x[i], c);
-        s = codes_dot_q8_0(c, QK1_0, f16_to_f32(x[i].d), y + i * (QK1_0 / QK8_0), s);
-    }
-    return s;
-}
-
-/* ---- Q2_0 (group 64) and PQ2_0 (group 128): element j at bits 2(j%4) of qs[j/4], value
- * (code - 1) * d with code 3 = +2d; f16 d first. Same codec, different group. */
-
-static void crumbs_unpack(const uint8_t *qs, int n, uint8_t *codes) {
-    for (int j = 0; j < n; j++) codes[j] = (qs[j / 4] >> (2 * (j % 4))) & 3;
-}
-
-static void crumbs_pack(const uint8_t *codes, int n, uint8_t *qs) {
-    memset(qs, 0, (size_t)n / 4);
-    for (int j = 0; j < n; j++) qs[j / 4] |= (uint8_t)((codes[j] & 3) << (2 * (j % 4)));
-}
-
-/* Reference quantizer of both: d = max|x|, code = roundf(x/d) + 1 in 0..3 (3 is never reached
- * since |x * id| <= 1 up to rounding; the comparisons keep NaN -> 1). */
-static void crumbs_quantize(const float *x, int n, uint16_t *d, uint8_t *qs) {
-    uint8_t c[QK_PQ2_0];
-    float amax = absmax(x, n);
-    ternary_codes(x, n, inv_or_zero(amax), c);
-    *d = f32_to_f16(amax);
-    crumbs_pack(c, n, qs);
-}
-
-void q2_0_codes(const block_q2_0 *b, uint8_t *codes) { crumbs_unpack(b->qs, QK2_0, codes); }
-void pq2_0_codes(const block_pq2_0 *b, uint8_t *codes) { crumbs_unpack(b->qs, QK_PQ2_0, codes); }
-
-void pq2_0_pack(const uint8_t *codes, uint16_t d, block_pq2_0 *b) {
-    b->d = d;
-    crumbs_pack(codes, QK_PQ2_0, b->qs);
-}
-
-void q2_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_q2_0 *b = src;
-    uint8_t c[QK2_0];
-    for (int64_t i = 0; i < n / QK2_0; i++) {
-        q2_0_codes(&b[i], c);
-        codes_to_float(c, QK2_0, f16_to_f32(b[i].d), dst + i * QK2_0);
-    }
-}
-
-void q2_0_quantize(const float *src, void *dst, int64_t n) {
-    block_q2_0 *b = dst;
-    for (int64_t i = 0; i < n / QK2_0; i++) crumbs_quantize(src + i * QK2_0, QK2_0, &b[i].d, b[i].qs);
-}
-
-void q2_0_quantize_act(const float *src, void *dst, int64_t n) { q2_0_quantize(src, dst, n); }
-
-float q2_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_q2_0 *x = w;
-    const block_q8_0 *y = act;
-    uint8_t c[QK2_0];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / QK2_0; i++) {
-        q2_0_codes(&x[i], c);
-        s = codes_dot_q8_0(c, QK2_0, f16_to_f32(x[i].d), y + i * (QK2_0 / QK8_0), s);
-    }
-    return s;
-}
-
-void pq2_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_pq2_0 *b = src;
-    uint8_t c[QK_PQ2_0];
-    for (int64_t i = 0; i < n / QK_PQ2_0; i++) {
-        pq2_0_codes(&b[i], c);
-        codes_to_float(c, QK_PQ2_0, f16_to_f32(b[i].d), dst + i * QK_PQ2_0);
-    }
-}
-
-void pq2_0_quantize(const float *src, void *dst, int64_t n) {
-    block_pq2_0 *b = dst;
-    for (int64_t i = 0; i < n / QK_PQ2_0; i++) crumbs_quantize(src + i * QK_PQ2_0, QK_PQ2_0, &b[i].d, b[i].qs);
-}
-
-void pq2_0_quantize_act(const float *src, void *dst, int64_t n) { pq2_0_quantize(src, dst, n); }
-
-/* PQ2_0 x Q8_K: two PQ2_0 blocks per Q8_K block, each adding sumi * (d_w * d_a), fused.
- * n must be a multiple of 256 (whole Q8_K blocks); the fork feeds narrower rows Q8_0 instead. */
-float pq2_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_pq2_0 *x = w;
-    const block_q8_K *y = act;
-    uint8_t c[QK_PQ2_0];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / QK_PQ2_0; i++) {
-        const block_q8_K *yb = &y[i / 2];
-        pq2_0_codes(&x[i], c);
-        s = fmaf((float)codes_dot(c, yb->qs + (i % 2) * QK_PQ2_0, QK_PQ2_0), f16_to_f32(x[i].d) * yb->d, s);
-    }
-    return s;
-}
-
-/* ---- PTQ1_0: TQ1_0's base-3 codec at group 128: qs[24] (stages 16, 8), qh[2], f16 d last. */
-
-void ptq1_0_codes(const block_ptq1_0 *b, uint8_t *codes) { b3_unpack(b->qs, 24, b->qh, 2, codes); }
-
-void ptq1_0_pack(const uint8_t *codes, uint16_t d, block_ptq1_0 *b) {
-    b3_pack(codes, b->qs, 24, b->qh, 2);
-    b->d = d;
-}
-
-void ptq1_0_to_float(const void *src, float *dst, int64_t n) {
-    const block_ptq1_0 *b = src;
-    uint8_t c[QK_PTQ1_0];
-    for (int64_t i = 0; i < n / QK_PTQ1_0; i++) {
-        ptq1_0_codes(&b[i], c);
-        codes_to_float(c, QK_PTQ1_0, f16_to_f32(b[i].d), dst + i * QK_PTQ1_0);
-    }
-}
-
-void ptq1_0_quantize(const float *src, void *dst, int64_t n) {
-    block_ptq1_0 *b = dst;
-    uint8_t c[QK_PTQ1_0];
-    for (int64_t i = 0; i < n / QK_PTQ1_0; i++) {
-        const float *x = src + i * QK_PTQ1_0;
-        float d = absmax(x, QK_PTQ1_0);
-        ternary_codes(x, QK_PTQ1_0, inv_or_zero(d), c);
-        ptq1_0_pack(c, f32_to_f16(d), &b[i]);
-    }
-}
-
-void ptq1_0_quantize_act(const float *src, void *dst, int64_t n) { ptq1_0_quantize(src, dst, n); }
-
-/* PTQ1_0 x Q8_K, as PQ2_0: one activation scale per 256 (the issue's allowance; the fork pairs
- * PTQ1_0 with Q8_0), so each 128-block adds one exact integer sum, sumi * (d_w * d_a), fused. */
-float ptq1_0_vec_dot(int64_t n, const void *w, const void *act) {
-    const block_ptq1_0 *x = w;
-    const block_q8_K *y = act;
-    uint8_t c[QK_PTQ1_0];
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / QK_PTQ1_0; i++) {
-        const block_q8_K *yb = &y[i / 2];
-        ptq1_0_codes(&x[i], c);
-        s = fmaf((float)codes_dot(c, yb->qs + (i % 2) * QK_PTQ1_0, QK_PTQ1_0), f16_to_f32(x[i].d) * yb->d, s);
-    }
-    return s;
 }

@@ -60,10 +60,10 @@ uint64_t type_row_bytes(uint32_t id, int64_t n) {
 static int pq2_0_to_ptq1_0(block_ptq1_0 *dst, const block_pq2_0 *src, int64_t nb) {
     uint8_t codes[QK_PQ2_0];
     for (int64_t i = 0; i < nb; i++) {
-        pq2_0_codes(&src[i], codes);
+        codec_pq2_0.codes(&src[i], codes);
         for (int j = 0; j < QK_PQ2_0; j++)
             if (codes[j] > 2) return -1;
-        ptq1_0_pack(codes, src[i].d, &dst[i]);
+        codec_ptq1_0.pack(codes, src[i].d, &dst[i]);
     }
     return 0;
 }
@@ -71,8 +71,8 @@ static int pq2_0_to_ptq1_0(block_ptq1_0 *dst, const block_pq2_0 *src, int64_t nb
 static void ptq1_0_to_pq2_0(block_pq2_0 *dst, const block_ptq1_0 *src, int64_t nb) {
     uint8_t codes[QK_PTQ1_0];
     for (int64_t i = 0; i < nb; i++) {
-        ptq1_0_codes(&src[i], codes);
-        pq2_0_pack(codes, src[i].d, &dst[i]);
+        codec_ptq1_0.codes(&src[i], codes);
+        codec_pq2_0.pack(codes, src[i].d, &dst[i]);
     }
 }
 
@@ -88,18 +88,16 @@ int type_transcode(uint32_t dst_type, void *dst, uint32_t src_type, const void *
 }
 
 int type_block_codes(uint32_t type, const void *block, uint8_t *codes, float *d) {
-    uint16_t h;
-    int n;
-    switch (type) {
-    case TYPE_PQ2_0: pq2_0_codes(block, codes), h = ((const block_pq2_0 *)block)->d, n = QK_PQ2_0; break;
-    case TYPE_PTQ1_0: ptq1_0_codes(block, codes), h = ((const block_ptq1_0 *)block)->d, n = QK_PTQ1_0; break;
-    case TYPE_TQ1_0: tq1_0_codes(block, codes), h = ((const block_tq1_0 *)block)->d, n = QK_K; break;
-    case TYPE_TQ2_0: tq2_0_codes(block, codes), h = ((const block_tq2_0 *)block)->d, n = QK_K; break;
-    case TYPE_Q2_0: q2_0_codes(block, codes), h = ((const block_q2_0 *)block)->d, n = QK2_0; break;
-    default: return -1;
-    }
-    *d = f16_to_f32(h);
-    return n;
+    const ternary_codec *c = type == TYPE_PQ2_0    ? &codec_pq2_0
+                             : type == TYPE_PTQ1_0 ? &codec_ptq1_0
+                             : type == TYPE_TQ1_0  ? &codec_tq1_0
+                             : type == TYPE_TQ2_0  ? &codec_tq2_0
+                             : type == TYPE_Q2_0   ? &codec_q2_0
+                                                   : NULL;
+    if (!c) return -1;
+    c->codes(block, codes);
+    *d = codec_scale(c, block);
+    return c->qk;
 }
 
 uint32_t type_file_type(uint32_t id) {

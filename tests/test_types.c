@@ -338,8 +338,8 @@ static void contract_vectors(void) {
     for (int e = 0; e < 128; e++) codes[e] = (uint8_t)(e % 3);
     block_ptq1_0 pt;
     block_pq2_0 pq;
-    ptq1_0_pack(codes, 0x3c00, &pt);
-    pq2_0_pack(codes, 0x3c00, &pq);
+    codec_ptq1_0.pack(codes, 0x3c00, &pt);
+    codec_pq2_0.pack(codes, 0x3c00, &pq);
     char s[2 * sizeof pt + 1];
     hex((const uint8_t *)&pt, sizeof pt, s);
     CHECKF(!strcmp(s, "3194bb3194bb3194bb3194bb3194bb31cf456ccf456ccf45436c003c"), "PTQ1_0 vector: %s", s);
@@ -378,10 +378,10 @@ static void all_trit_combinations_round_trip(void) {
         for (int n = 0; n < 5; n++) codes[16 * n] = (uint8_t)(v / pow3[n] % 3);           /* qs[0] */
         for (int n = 0; n < 4; n++) codes[120 + 2 * n] = (uint8_t)(v / 3 / pow3[n + 1] % 3); /* qh[0] */
         block_ptq1_0 b;
-        ptq1_0_pack(codes, 0x3c00, &b);
+        codec_ptq1_0.pack(codes, 0x3c00, &b);
         CHECKF(b.qs[0] == (v * 256 + 242) / 243, "v=%d: qs[0] %02x", v, b.qs[0]);
         CHECKF(b.qh[0] == (v / 3 * 3 * 256 + 242) / 243, "v=%d: qh[0] %02x", v, b.qh[0]);
-        ptq1_0_codes(&b, back);
+        codec_ptq1_0.codes(&b, back);
         CHECKF(!memcmp(codes, back, sizeof codes), "v=%d: codes do not round-trip", v);
     }
 }
@@ -393,13 +393,13 @@ static void ptq1_0_element_map(void) {
         memset(codes, 1, sizeof codes);
         codes[e] = 2;
         block_ptq1_0 b;
-        ptq1_0_pack(codes, 0x3c00, &b);
+        codec_ptq1_0.pack(codes, 0x3c00, &b);
         int byte = e < 80 ? e % 16 : e < 120 ? 16 + (e - 80) % 8 : 24 + (e - 120) % 2;
         for (int i = 0; i < 26; i++) {
             uint8_t neutral = i < 24 ? 0x80 : 0x7f;
             CHECKF((((const uint8_t *)&b)[i] != neutral) == (i == byte), "element %d touches byte %d", e, i);
         }
-        ptq1_0_codes(&b, back);
+        codec_ptq1_0.codes(&b, back);
         CHECK(!memcmp(codes, back, sizeof codes));
     }
 }
@@ -426,7 +426,7 @@ static void transcode_refuses(void) {
     codes[77] = 3; /* +2d: no trit for it */
     block_pq2_0 pq;
     block_ptq1_0 pt;
-    pq2_0_pack(codes, 0x3c00, &pq);
+    codec_pq2_0.pack(codes, 0x3c00, &pq);
     CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 128) == -1);
     CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 100) == -1);  /* not whole blocks */
     CHECK(type_transcode(TYPE_TQ1_0, &pt, TYPE_PQ2_0, &pq, 256) == -1);   /* unsupported pair */
