@@ -28,51 +28,34 @@ float f32_vec_dot(int64_t n, const void *w, const void *act) {
 /* ---- F16 and BF16: element-wise conversion; the CPU backend's from_float rounds the same way
  * (F16C / the bf16 rounding helper), so quantize_act = quantize. */
 
-void f16_to_float(const void *src, float *dst, int64_t n) {
+/* Both formats' elements are 16-bit codes with a conversion each way; the dot sums in double. */
+static void halves_to_float(const void *src, float *dst, int64_t n, float (*to)(uint16_t)) {
     const uint8_t *p = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(rd_u16(p + 2 * i));
+    for (int64_t i = 0; i < n; i++) dst[i] = to(rd_u16(p + 2 * i));
 }
 
-void f16_quantize(const float *src, void *dst, int64_t n) {
+static void halves_quantize(const float *src, void *dst, int64_t n, uint16_t (*from)(float)) {
     uint8_t *p = dst;
     for (int64_t i = 0; i < n; i++) {
-        uint16_t h = f32_to_f16(src[i]);
+        uint16_t h = from(src[i]);
         memcpy(p + 2 * i, &h, 2);
     }
 }
 
-void f16_quantize_act(const float *src, void *dst, int64_t n) { f16_quantize(src, dst, n); }
-
-float f16_vec_dot(int64_t n, const void *w, const void *act) {
+static float halves_dot(int64_t n, const void *w, const void *act, float (*to)(uint16_t)) {
     const uint8_t *a = w, *b = act;
     double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)(f16_to_f32(rd_u16(a + 2 * i)) * f16_to_f32(rd_u16(b + 2 * i)));
+    for (int64_t i = 0; i < n; i++) s += (double)(to(rd_u16(a + 2 * i)) * to(rd_u16(b + 2 * i)));
     return (float)s;
 }
 
-void bf16_to_float(const void *src, float *dst, int64_t n) {
-    const uint8_t *p = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(rd_u16(p + 2 * i));
-}
-
-void bf16_quantize(const float *src, void *dst, int64_t n) {
-    uint8_t *p = dst;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h = f32_to_bf16(src[i]);
-        memcpy(p + 2 * i, &h, 2);
-    }
-}
-
-void bf16_quantize_act(const float *src, void *dst, int64_t n) { bf16_quantize(src, dst, n); }
-
-float bf16_vec_dot(int64_t n, const void *w, const void *act) {
-    const uint8_t *a = w, *b = act;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)(bf16_to_f32(rd_u16(a + 2 * i)) * bf16_to_f32(rd_u16(b + 2 * i)));
-    return (float)s;
-}
+#define HALF_FNS(T)                                                                                           \
+    void T##_to_float(const void *src, float *dst, int64_t n) { halves_to_float(src, dst, n, T##_to_f32); }   \
+    void T##_quantize(const float *src, void *dst, int64_t n) { halves_quantize(src, dst, n, f32_to_##T); }   \
+    void T##_quantize_act(const float *src, void *dst, int64_t n) { T##_quantize(src, dst, n); }             \
+    float T##_vec_dot(int64_t n, const void *w, const void *act) { return halves_dot(n, w, act, T##_to_f32); }
+HALF_FNS(f16)
+HALF_FNS(bf16)
 
 /* ---- Q8_0: 32 int8 and an f16 scale. */
 
