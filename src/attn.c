@@ -605,8 +605,8 @@ __attribute__((target("avx2,f16c"))) static void to_f16_f16c(const float *x, uin
 }
 
 static int cpu_level(void) {
-    const char *k = kernels_get()->name;
-    return !strcmp(k, "avx512") || !strcmp(k, "amx") ? KV_AVX512 : !strcmp(k, "avx2") ? KV_AVX2 : KV_PORTABLE;
+    const int l = kernels_get()->x86_level;
+    return l >= 2 ? KV_AVX512 : l == 1 ? KV_AVX2 : KV_PORTABLE;
 }
 #else
 static int cpu_level(void) { return KV_PORTABLE; }

@@ -150,12 +150,14 @@ static void build_sets(void) {
     if (cpu_has(V_AVX2)) {
         sets[V_AVX2] = sets[V_SCALAR];
         sets[V_AVX2].name = variant_names[V_AVX2];
+        sets[V_AVX2].x86_level = 1;
         kernels_avx2_init(&sets[V_AVX2]);
         usable[V_AVX2] = 1;
     }
     if (usable[V_AVX2] && cpu_has(V_AVX512)) {
         sets[V_AVX512] = sets[V_AVX2];
         sets[V_AVX512].name = variant_names[V_AVX512];
+        sets[V_AVX512].x86_level = 2;
         kernels_avx512_init(&sets[V_AVX512]);
         usable[V_AVX512] = 1;
     }

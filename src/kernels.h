@@ -22,6 +22,9 @@ typedef void (*kernel_quantize)(const float *x, void *y, int64_t n);
 
 typedef struct {
     const char *name;                        /* "scalar", "avx2", "avx512", "amx", "neon" */
+    /* What code outside the set may use on this CPU: 0 nothing x86-specific, 1 AVX2 with FMA
+     * and F16C, 2 also AVX-512 F/BW/VL/VNNI. */
+    int x86_level;
     kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
     /* Repacked ternary weights (repack.h) x Q8_K activations: w is the panel holding row 0,

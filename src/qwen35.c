@@ -299,7 +299,7 @@ typedef struct {
  * the FMA forms are picked from the kernel set the CPU check chose. */
 static vec_ops pick_vec(const kernel_set *ks) {
 #if defined(__x86_64__)
-    if (strcmp(ks->name, "scalar") != 0) return (vec_ops){axpy_fma, axpby_fma, dot_fma, maxpy_fma, dots_fma};
+    if (ks->x86_level >= 1) return (vec_ops){axpy_fma, axpby_fma, dot_fma, maxpy_fma, dots_fma};
 #endif
     (void)ks;
     return (vec_ops){axpy, axpby, dot, maxpy, dots};
