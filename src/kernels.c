@@ -59,7 +59,7 @@ static void scalar_packed(int64_t n, const void *w, size_t w_stride, int64_t n_r
 }
 
 static void scalar_swiglu(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
 
 static void scalar_init(kernel_set *s) {

@@ -543,7 +543,7 @@ static void swiglu(float *g, const float *u, int64_t n) {
         const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
         _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
     }
-    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
 
 void kernels_avx2_init(kernel_set *s) {

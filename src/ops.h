@@ -40,6 +40,5 @@ void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, rope_kind kind);
 /* In-place softmax over n values. */
 void softmax(float *x, int n);
-static inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 
 #endif
