@@ -679,40 +679,35 @@ static node *binary(J *j, node *a, const char *op, node *b, int line) {
     return n;
 }
 
-static node *parse_math2(J *j) {
+/* One left-associative level of binary operators over operands of the next level. */
+static node *parse_level(J *j, node *(*operand)(J *), const char *const *ops, int n_ops) {
     int d0 = j->depth;
-    node *n = parse_unary(j, 1);
-    static const char *ops[] = {"*", "/", "//", "%"};
+    node *n = operand(j);
     for (;;) {
         int hit = -1;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < n_ops; k++)
             if (is_op(j, ops[k])) hit = k;
         if (hit < 0) return j->depth = d0, n;
         int line = next(j)->line;
-        n = binary(j, n, ops[hit], parse_unary(j, 1), line);
+        n = binary(j, n, ops[hit], operand(j), line);
     }
+}
+
+static node *parse_filtered(J *j) { return parse_unary(j, 1); }
+
+static node *parse_math2(J *j) {
+    static const char *const ops[] = {"*", "/", "//", "%"};
+    return parse_level(j, parse_filtered, ops, 4);
 }
 
 static node *parse_concat(J *j) {
-    int d0 = j->depth;
-    node *n = parse_math2(j);
-    while (is_op(j, "~")) {
-        int line = next(j)->line;
-        n = binary(j, n, "~", parse_math2(j), line);
-    }
-    j->depth = d0;
-    return n;
+    static const char *const ops[] = {"~"};
+    return parse_level(j, parse_math2, ops, 1);
 }
 
 static node *parse_math1(J *j) {
-    int d0 = j->depth;
-    node *n = parse_concat(j);
-    while (is_op(j, "+") || is_op(j, "-")) {
-        tok *t = next(j);
-        n = binary(j, n, t->s.p[0] == '+' ? "+" : "-", parse_concat(j), t->line);
-    }
-    j->depth = d0;
-    return n;
+    static const char *const ops[] = {"+", "-"};
+    return parse_level(j, parse_concat, ops, 2);
 }
 
 /* Comparison chains a < b < c; operands in args, operators in each operand's s (from the 2nd). */
@@ -751,12 +746,13 @@ static node *parse_not(J *j) {
     return parse_compare(j);
 }
 
-static node *parse_and(J *j) {
+/* `and` / `or` chains: left-deep nodes of kind, operands of the next level. */
+static node *parse_logic(J *j, const char *word, int kind, node *(*operand)(J *)) {
     int d0 = j->depth;
-    node *n = parse_not(j);
-    while (is_name(j, "and")) {
-        node *a = mknode(j, E_AND, next(j)->line);
-        a->a = n, a->b = parse_not(j);
+    node *n = operand(j);
+    while (is_name(j, word)) {
+        node *a = mknode(j, kind, next(j)->line);
+        a->a = n, a->b = operand(j);
         n = a;
         enter(j);
     }
@@ -764,18 +760,8 @@ static node *parse_and(J *j) {
     return n;
 }
 
-static node *parse_or(J *j) {
-    int d0 = j->depth;
-    node *n = parse_and(j);
-    while (is_name(j, "or")) {
-        node *o = mknode(j, E_OR, next(j)->line);
-        o->a = n, o->b = parse_and(j);
-        n = o;
-        enter(j);
-    }
-    j->depth = d0;
-    return n;
-}
+static node *parse_and(J *j) { return parse_logic(j, "and", E_AND, parse_not); }
+static node *parse_or(J *j) { return parse_logic(j, "or", E_OR, parse_and); }
 
 static node *parse_expr(J *j) {
     int d0 = j->depth;
