@@ -172,12 +172,12 @@ void residual_row(exec *e, const layer *L, int t) {
 
 void attn_norm_row(exec *e, const layer *L, int t) {
     size_t E = (size_t)e->m->hp.n_embd;
-    rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm, (int)E, e->m->hp.rms_eps);
+    e->mm.k->rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm, (int)E, e->m->hp.rms_eps);
 }
 
 static void ffn_norm_row(exec *e, const layer *L, int t) {
     size_t E = (size_t)e->m->hp.n_embd;
-    rmsnorm(e->xn + t * E, e->x + t * E, L->ffn_norm, (int)E, e->m->hp.rms_eps);
+    e->mm.k->rmsnorm(e->xn + t * E, e->x + t * E, L->ffn_norm, (int)E, e->m->hp.rms_eps);
 }
 
 static void swiglu_row(exec *e, const layer *L, int t) {
@@ -208,7 +208,7 @@ void output_logits(exec *e, int nb, float *const *out) {
     int sel[EXEC_LOGIT_ROWS], g = 0;
     for (int t = 0; t < nb; t++) {
         if (out[t]) {
-            rmsnorm(e->xn + (size_t)g * E, e->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
+            e->mm.k->rmsnorm(e->xn + (size_t)g * E, e->x + (size_t)t * E, m->output_norm, E, m->hp.rms_eps);
             sel[g++] = t;
         }
         if (!g || (g < EXEC_LOGIT_ROWS && t < nb - 1)) continue;
@@ -223,6 +223,6 @@ void output_logits(exec *e, int nb, float *const *out) {
     }
 }
 
-void head_norm(float *x, int n_heads, int hd, const float *w, float eps) {
-    for (int h = 0; h < n_heads; h++) rmsnorm(x + (size_t)h * hd, x + (size_t)h * hd, w, hd, eps);
+void head_norm(const kernel_set *k, float *x, int n_heads, int hd, const float *w, float eps) {
+    for (int h = 0; h < n_heads; h++) k->rmsnorm(x + (size_t)h * hd, x + (size_t)h * hd, w, hd, eps);
 }

@@ -27,6 +27,6 @@ void ffn_block(exec *e, const layer *L, int nb);
 /* Final norm and output projection for the rows that want logits. */
 void output_logits(exec *e, int nb, float *const *out);
 /* Per-head RMSNorm of n_heads vectors of hd values with weight w. */
-void head_norm(float *x, int n_heads, int hd, const float *w, float eps);
+void head_norm(const kernel_set *k, float *x, int n_heads, int hd, const float *w, float eps);
 
 #endif

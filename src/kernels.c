@@ -62,6 +62,15 @@ static void scalar_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
 
+static void scalar_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    double s[RMS_CHAINS] = {0};
+    int i = 0;
+    for (; i + RMS_CHAINS <= n; i += RMS_CHAINS)
+        for (int c = 0; c < RMS_CHAINS; c++) s[c] += (double)x[i + c] * x[i + c];
+    const float scale = rms_scale(s, x, i, n, eps);
+    for (i = 0; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
 static void scalar_init(kernel_set *s) {
     static const struct { int type; kernel_matmul mm; } mms[] = {
         {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
@@ -74,6 +83,7 @@ static void scalar_init(kernel_set *s) {
     for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
     s->matmul_packed = scalar_packed;
     s->swiglu = scalar_swiglu;
+    s->rmsnorm = scalar_rmsnorm;
     for (int t = 0; t < TYPE_COUNT; t++) {
         const type_traits *tt = type_get((uint32_t)t);
         if (tt) s->quantize_act[t] = tt->quantize_act;

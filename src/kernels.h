@@ -9,6 +9,7 @@
 #ifndef TRIT_KERNELS_H
 #define TRIT_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,7 +36,22 @@ typedef struct {
     kernel_matmul matmul_packed;
     /* g[i] = silu(g[i]) * u[i] (SwiGLU); SIMD sets use an exp within 2 ulp of expf's. */
     void (*swiglu)(float *g, const float *u, int64_t n);
+    /* out = x / rms(x) * w over n values (w may be NULL: no scale); bit for bit the same in every
+     * set: see rms_scale. */
+    void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
 } kernel_set;
+
+/* ggml sums the squares in double; here in RMS_CHAINS double chains (chain c takes the elements
+ * i = c mod RMS_CHAINS, each square exact in double, so an FMA adds it with the same rounding),
+ * which vector sets run as lanes. s: the chains' sums over the first i0 elements; this adds the
+ * rest, combines the chains in a fixed tree and returns 1 / sqrt(mean + eps). */
+enum { RMS_CHAINS = 16 };
+static inline float rms_scale(double *s, const float *x, int i0, int n, float eps) {
+    for (int i = i0; i < n; i++) s[i % RMS_CHAINS] += (double)x[i] * x[i];
+    double t[4];
+    for (int l = 0; l < 4; l++) t[l] = (s[l] + s[l + 4]) + (s[l + 8] + s[l + 12]);
+    return 1.0f / sqrtf((float)(((t[0] + t[1]) + (t[2] + t[3])) / n) + eps);
+}
 
 /* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU
  * (scalar|avx2|avx512|amx|neon) when that one can run here (else a note on stderr and the best). */

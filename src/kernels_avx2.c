@@ -546,6 +546,26 @@ static void swiglu(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
 
+/* The scalar set's 16 chains as the lanes of 4 vectors of doubles. */
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    int i = 0;
+    for (; i + RMS_CHAINS <= n; i += RMS_CHAINS)
+        for (int k = 0; k < 4; k++) {
+            const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * k));
+            acc[k] = _mm256_fmadd_pd(v, v, acc[k]);
+        }
+    double s[RMS_CHAINS];
+    for (int k = 0; k < 4; k++) _mm256_storeu_pd(s + 4 * k, acc[k]);
+    const float scale = rms_scale(s, x, i, n, eps);
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        _mm256_storeu_ps(out + i, w ? _mm256_mul_ps(y, _mm256_loadu_ps(w + i)) : y);
+    }
+    for (; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
 void kernels_avx2_init(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
@@ -563,5 +583,6 @@ void kernels_avx2_init(kernel_set *s) {
     s->quantize_act[TYPE_F16] = f16_act;
     s->quantize_act[TYPE_BF16] = bf16_act;
     s->swiglu = swiglu;
+    s->rmsnorm = rmsnorm;
 }
 #endif

@@ -44,8 +44,8 @@ static void qk_row(exec *e, const layer *L, int t) {
     size_t qdim = (size_t)hp->n_head * hd, kvdim = (size_t)hp->n_head_kv * hd;
     float *q = e->q + t * qdim, *k = e->k + t * kvdim;
     if (L->q_norm) {
-        head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
-        head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
+        head_norm(e->mm.k, q, hp->n_head, hd, L->q_norm, hp->rms_eps);
+        head_norm(e->mm.k, k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
     }
     rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);
     rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, hp->rope);

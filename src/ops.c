@@ -164,19 +164,6 @@ void embed_row(const weight *tok_embd, int32_t tok, float *out) {
     t->to_float(tok_embd->data + (uint64_t)tok * tok_embd->row_bytes, out, tok_embd->n_in);
 }
 
-void rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    /* ggml sums squares in double; here in four partial sums (every square is exact in double,
-     * and four chains run at four times the speed of one) */
-    double s[4] = {0, 0, 0, 0};
-    int i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int l = 0; l < 4; l++) s[l] += (double)x[i + l] * x[i + l];
-    for (; i < n; i++) s[0] += (double)x[i] * x[i];
-    double ss = (s[0] + s[1]) + (s[2] + s[3]);
-    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-    for (i = 0; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
-}
-
 void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, rope_kind kind) {
     /* theta_i = pos * base^(-2i/n_rot), advanced by repeated multiplication as ggml does; one
      * cosine and sine per frequency serve every head. */

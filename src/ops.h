@@ -34,8 +34,6 @@ static inline void matmul(mm_ctx *c, const weight *w, const float *x, float *y, 
 /* out[0..n_embd) = embedding row of token tok (decoded). */
 void embed_row(const weight *tok_embd, int32_t tok, float *out);
 
-/* out = x / rms(x) * w over n values (w may be NULL: no scale). */
-void rmsnorm(float *out, const float *x, const float *w, int n, float eps);
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) at position pos. */
 void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, rope_kind kind);
 /* In-place softmax over n values. */

@@ -116,8 +116,8 @@ static void gated_qk_row(exec *e, const layer *L, int t) {
     float *q = e->q + t * qdim, *k = e->k + t * kvdim;
     const float *qg = e->h1 + t * 2 * qdim;
     for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
-    head_norm(q, hp->n_head, hd, L->q_norm, hp->rms_eps);
-    head_norm(k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
+    head_norm(e->mm.k, q, hp->n_head, hd, L->q_norm, hp->rms_eps);
+    head_norm(e->mm.k, k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
     rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
     rope(k, hp->n_head_kv, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
     store_kv(e, L->slot, t, k, e->v + t * kvdim);
@@ -416,7 +416,7 @@ static void delta_heads(void *arg, int ith, int nth) {
         for (int t = 0; t < nb; t++) {
             float *o = e->att + (size_t)t * inner + (size_t)h * d;
             const float *z = e->h2 + (size_t)t * inner + (size_t)h * d;
-            rmsnorm(o, o, L->ssm_norm, d, hp->rms_eps);
+            e->mm.k->rmsnorm(o, o, L->ssm_norm, d, hp->rms_eps);
             for (int i = 0; i < d; i++) o[i] *= silu(z[i]);
         }
     }

@@ -263,6 +263,44 @@ static void swiglu_sets(void) {
     free(g), free(u), free(y);
 }
 
+/* RMS norm: every set bit for bit the scalar one (same chains, same tree), the scalar within a few
+ * ulp of a plain double evaluation; lengths around the 16-chain blocks, with and without w, in
+ * place, and nothing written past n. */
+static void rmsnorm_sets(void) {
+    enum { N = 2064 };
+    static const int lens[] = {1, 3, 15, 16, 17, 31, 128, 2047, 2048, N};
+    float *x = malloc(N * sizeof *x), *w = malloc(N * sizeof *w), *ref = malloc((N + 1) * sizeof *ref),
+          *got = malloc((N + 1) * sizeof *got);
+    REQUIRE(x && w && ref && got);
+    for (int i = 0; i < N; i++) x[i] = frand() * (i % 5 ? 1.0f : 37.0f), w[i] = 0.5f + frand();
+    const kernel_set *sc = kernels_variant("scalar");
+    for (size_t v = 0; v < NVARIANTS; v++) {
+        const kernel_set *ks = kernels_variant(variants[v]);
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++)
+            for (int with_w = 0; with_w < 2; with_w++) {
+                const int n = lens[k];
+                const float *wp = with_w ? w : NULL;
+                ref[n] = got[n] = 42.0f;
+                sc->rmsnorm(ref, x, wp, n, 1e-6f);
+                double ss = 0;
+                for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+                const double scale = 1.0 / sqrt(ss / n + 1e-6);
+                for (int i = 0; i < n; i++) {
+                    const double want = x[i] * scale * (wp ? wp[i] : 1.0);
+                    CHECKF(fabs(ref[i] - want) <= 4 * 0x1p-23 * fabs(want), "scalar rmsnorm n=%d [%d]: %g vs %g", n, i, ref[i], want);
+                }
+                if (!ks) continue;
+                ks->rmsnorm(got, x, wp, n, 1e-6f);
+                CHECKF(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "%s rmsnorm n=%d w=%d differs from scalar", ks->name, n, with_w);
+                CHECKF(got[n] == 42.0f, "%s rmsnorm wrote past %d", ks->name, n);
+                memcpy(got, x, (size_t)n * sizeof *got); /* in place, as the head norms run */
+                ks->rmsnorm(got, got, wp, n, 1e-6f);
+                CHECKF(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "%s rmsnorm in place n=%d differs", ks->name, n);
+            }
+    }
+    free(x), free(w), free(ref), free(got);
+}
+
 static void variants_resolve(void) {
     const kernel_set *sc = kernels_variant("scalar");
     REQUIRE(sc && strcmp(sc->name, "scalar") == 0);
@@ -440,5 +478,6 @@ const test_case kernels_tests[] = {
     {"matmul_packed_batches", matmul_packed_batches},
     {"quantize_act_bitexact", quantize_act_bitexact},
     {"swiglu_sets", swiglu_sets},
+    {"rmsnorm_sets", rmsnorm_sets},
     {0},
 };
