@@ -154,7 +154,7 @@ typedef struct {
 
 static void rows_worker(void *arg, int ith, int nth) {
     rows_job *j = arg;
-    for (int64_t t, t1; pool_take(&j->next, j->nb, 1, &t, &t1);) j->fn(j->e, j->L, (int)t);
+    for (int64_t t; (t = pool_take(&j->next, j->nb)) >= 0;) j->fn(j->e, j->L, (int)t);
 }
 
 void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn) {

@@ -64,8 +64,7 @@ static void mm_chunks(mm_job *j, int nth) {
 }
 
 static void mm_direct(mm_job *j) {
-    int64_t c0, c1;
-    while (pool_take(&j->next, j->n_chunks, 1, &c0, &c1)) {
+    for (int64_t c0; (c0 = pool_take(&j->next, j->n_chunks)) >= 0;) {
         int i = 0;
         while (c0 >= j->chunks[i]) c0 -= j->chunks[i++];
         const weight *w = j->ws[i];

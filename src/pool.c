@@ -130,12 +130,9 @@ void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t 
     if (*r1 > n) *r1 = n;
 }
 
-int pool_take(pool_counter *c, int64_t n, int64_t chunk, int64_t *r0, int64_t *r1) {
+int64_t pool_take(pool_counter *c, int64_t n) {
     int64_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-    if (i >= (n + chunk - 1) / chunk) return 0;
-    *r0 = i * chunk;
-    *r1 = *r0 + chunk < n ? *r0 + chunk : n;
-    return 1;
+    return i < n ? i : -1;
 }
 
 void pool_free(pool *p) {

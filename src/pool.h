@@ -18,13 +18,13 @@ void pool_run(pool *p, pool_fn fn, void *arg);
 /* Thread ith's contiguous share [*r0, *r1) of [0, n) among nth, in multiples of unit (so that
  * kernels keep their blocking); the same n and nth always split the same way. */
 void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1);
-/* Items [0, n) handed out a chunk at a time to whichever thread asks next, so that a thread the
- * machine slows (a busy sibling, a preemption) takes fewer: set next to 0 before pool_run, then
- * each thread loops on pool_take until it returns 0. */
+/* Items [0, n) handed out one at a time to whichever thread asks next, so that a thread the
+ * machine slows (a busy sibling, a preemption) takes fewer: zero the counter before pool_run,
+ * then each thread takes items until pool_take returns -1. */
 typedef struct {
     _Atomic int64_t next;
 } pool_counter;
-int pool_take(pool_counter *c, int64_t n, int64_t chunk, int64_t *r0, int64_t *r1);
+int64_t pool_take(pool_counter *c, int64_t n);
 /* Physical cores of this machine (at least 1). */
 int pool_physical_cores(void);
 

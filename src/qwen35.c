@@ -393,7 +393,7 @@ static void delta_heads(void *arg, int ith, int nth) {
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
     float *scratch = e->scores + (size_t)ith * e->scores_per_thread, *lg = scratch, *beta = lg + nb, *work = beta + nb;
     const vec_ops vo = pick_vec(e->mm.k);
-    for (int64_t h0, h1; pool_take(&j->next, n_v, 1, &h0, &h1);) {
+    for (int64_t h0; (h0 = pool_take(&j->next, n_v)) >= 0;) {
         int h = (int)h0, kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
         for (int t = 0; t < nb; t++) {
             const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
