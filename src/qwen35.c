@@ -381,7 +381,7 @@ typedef struct {
     pool_counter next; /* value heads, taken one at a time */
 } delta_job;
 
-/* The gated delta rule for this thread's share of value heads (heads are independent; a head's
+/* The gated delta rule for the value heads this thread takes (heads are independent; a head's
  * state depends on its previous token): runs of one session's tokens in chunked form, single
  * tokens step by step; then the gated RMSNorm of every output. */
 static void delta_heads(void *arg, int ith, int nth) {
