@@ -288,7 +288,6 @@ __attribute__((target("avx2,fma"))) static void dots_fma(float *out, int os, con
 #endif
 
 typedef struct {
-    void (*axpy)(float *restrict y, float a, const float *restrict x, int n);
     void (*axpby)(float *restrict y, float a, float b, const float *restrict x, int n);
     float (*dot)(const float *restrict x, const float *restrict y, int n);
     void (*maxpy)(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs);
@@ -299,10 +298,10 @@ typedef struct {
  * the FMA forms are picked from the kernel set the CPU check chose. */
 static vec_ops pick_vec(const kernel_set *ks) {
 #if defined(__x86_64__)
-    if (ks->x86_level >= 1) return (vec_ops){axpy_fma, axpby_fma, dot_fma, maxpy_fma, dots_fma};
+    if (ks->x86_level >= 1) return (vec_ops){axpby_fma, dot_fma, maxpy_fma, dots_fma};
 #endif
     (void)ks;
-    return (vec_ops){axpy, axpby, dot, maxpy, dots};
+    return (vec_ops){axpby, dot, maxpy, dots};
 }
 
 /* One token of the gated delta rule for one value head: M <- decay M; M += beta (v - M k) k^T;
