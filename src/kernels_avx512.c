@@ -555,8 +555,9 @@ MATMUL(mm_q8_0, K_Q8)
  * accumulators are shifted back exactly and summed; the int32 lanes start at minus the token's
  * activation sum over the half (its 8 bsums), which cancels the +1 of the codes, and end in one
  * fma with the half's 16 scales x the token scale: per lane the reference's own operations in its
- * order, so the result is bit-identical to repack_vec_dot. A tile is 4 panels x 1 token (decode)
- * or 1 panel x up to PK_T tokens (batches). */
+ * order, so the result is bit-identical to repack_vec_dot. A tile is 4 panels x 1 token (decode),
+ * 2 panels x 2-4 tokens (small batches: two weight streams at once, pp2/pp3 1.1x against one
+ * panel, as a server's few slots decode) or 1 panel x up to PK_T tokens (batches). */
 enum { PK_DEC_P = 4, PK_T = 8 };
 #define PK_L2_BYTES ((size_t)256 << 10) /* panels per batch pass: well inside any L2 */
 
@@ -639,7 +640,7 @@ INLINE void pk_tile(int P, int T, const mm_args *m, const int32_t *neg, int64_t 
 /* One function per tile shape: P and T must be constants for the accumulators to stay in registers. */
 #define PK_SHAPE(P, T) \
     static void pk_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { pk_tile(P, T, m, neg, p0, t0); }
-PK_SHAPE(1, 1) PK_SHAPE(4, 1) PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6) PK_SHAPE(1, 7) PK_SHAPE(1, 8)
+PK_SHAPE(1, 1) PK_SHAPE(4, 1) PK_SHAPE(2, 2) PK_SHAPE(2, 3) PK_SHAPE(2, 4) PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6) PK_SHAPE(1, 7) PK_SHAPE(1, 8)
 
 typedef void (*pk_fn)(const mm_args *, const int32_t *, int64_t, int64_t);
 
@@ -658,6 +659,11 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
         int64_t p0 = 0;
         for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, neg, p0, 0);
         for (; p0 < np; p0++) pk_1_1(&m, neg, p0, 0);
+    } else if (n_tok <= 4) { /* one pass over the weights: their blocks need no L2 blocking */
+        static const pk_fn two[3] = {pk_2_2, pk_2_3, pk_2_4};
+        int64_t p0 = 0;
+        for (; np - p0 >= 2; p0 += 2) two[n_tok - 2](&m, neg, p0, 0);
+        for (; p0 < np; p0++) batch[n_tok - 2](&m, neg, p0, 0);
     } else {
         /* Panels in blocks that stay in L2 while every token block passes over them (the tokens'
          * activations then come from L1); tokens in blocks of PK_T with the last two balanced, so
