@@ -38,6 +38,7 @@ all: $(BUILD)/trit $(BUILD)/trit-tests
 MACHINE := $(shell $(CC) -dumpmachine)
 ifneq ($(findstring x86_64,$(MACHINE)),)
 $(BUILD)/src/kernels_avx2.o: ISA := -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels_avxvnni.o: ISA := -mavx2 -mfma -mf16c -mavxvnni
 $(BUILD)/src/kernels_avx512.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 $(BUILD)/src/kernels_amx.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mgfni -mamx-tile -mamx-int8
 endif

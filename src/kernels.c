@@ -92,8 +92,8 @@ static void scalar_init(kernel_set *s) {
 
 /* ---- CPU features. */
 
-enum { V_SCALAR, V_AVX2, V_AVX512, V_AMX, V_NEON, V_COUNT };
-static const char *const variant_names[V_COUNT] = {"scalar", "avx2", "avx512", "amx", "neon"};
+enum { V_SCALAR, V_AVX2, V_AVXVNNI, V_AVX512, V_AMX, V_NEON, V_COUNT };
+static const char *const variant_names[V_COUNT] = {"scalar", "avx2", "avxvnni", "avx512", "amx", "neon"};
 
 #ifdef KERNELS_X86
 /* XCR0: which register state the OS saves; AVX needs XMM|YMM, AVX-512 also opmask|ZMM. */
@@ -126,12 +126,19 @@ static int has_amx(uint64_t x) {
 #endif
 }
 
+/* AVX-VNNI (CPUID 7.1 EAX bit 4): the VEX form of vpdpbusd, on CPUs without AVX-512 too. */
+static int has_avxvnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
 static int cpu_has(int v) {
     __builtin_cpu_init();
     uint64_t x = xcr0();
     int avx_os = (x & 0x6) == 0x6, avx512_os = (x & 0xe6) == 0xe6;
     int avx2 = avx_os && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (v == V_AVX2) return avx2;
+    if (v == V_AVXVNNI) return avx2 && has_avxvnni();
     int avx512 = avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     if (v == V_AVX512) return avx512;
@@ -163,6 +170,12 @@ static void build_sets(void) {
         sets[V_AVX2].x86_level = 1;
         kernels_avx2_init(&sets[V_AVX2]);
         usable[V_AVX2] = 1;
+    }
+    if (usable[V_AVX2] && cpu_has(V_AVXVNNI)) {
+        sets[V_AVXVNNI] = sets[V_AVX2];
+        sets[V_AVXVNNI].name = variant_names[V_AVXVNNI];
+        kernels_avxvnni_init(&sets[V_AVXVNNI]);
+        usable[V_AVXVNNI] = 1;
     }
     if (usable[V_AVX2] && cpu_has(V_AVX512)) {
         sets[V_AVX512] = sets[V_AVX2];

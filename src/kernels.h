@@ -25,7 +25,7 @@ static inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 typedef void (*kernel_quantize)(const float *x, void *y, int64_t n);
 
 typedef struct {
-    const char *name;                        /* "scalar", "avx2", "avx512", "amx", "neon" */
+    const char *name;                        /* "scalar", "avx2", "avxvnni", "avx512", "amx", "neon" */
     /* What code outside the set may use on this CPU: 0 nothing x86-specific, 1 AVX2 with FMA
      * and F16C, 2 also AVX-512 F/BW/VL/VNNI. */
     int x86_level;
@@ -54,7 +54,7 @@ static inline float rms_scale(double *s, const float *x, int i0, int n, float ep
 }
 
 /* The set chosen once per process: the best the CPU and OS support, or $TRIT_CPU
- * (scalar|avx2|avx512|amx|neon) when that one can run here (else a note on stderr and the best). */
+ * (scalar|avx2|avxvnni|avx512|amx|neon) when that one can run here (else a note on stderr and the best). */
 const kernel_set *kernels_get(void);
 
 /* What kernels_get would choose for the request (NULL or "" = best), without caching; notes on
@@ -65,8 +65,10 @@ const kernel_set *kernels_select(const char *request);
 const kernel_set *kernels_variant(const char *name);
 
 /* For the variant files: each overrides the entries it accelerates in a set pre-filled by the
- * variant below it (scalar <- avx2 <- avx512 <- amx, scalar <- neon). Called only when the CPU has the ISA. */
+ * variant below it (scalar <- avx2 <- avx512 <- amx, avx2 <- avxvnni, scalar <- neon). Called
+ * only when the CPU has the ISA. */
 void kernels_avx2_init(kernel_set *s);
+void kernels_avxvnni_init(kernel_set *s);
 void kernels_avx512_init(kernel_set *s);
 void kernels_amx_init(kernel_set *s);
 void kernels_neon_init(kernel_set *s);

@@ -1,5 +1,7 @@
 /* kernels_avx2: matmul and activation quantization for x86-64 with AVX2, FMA and F16C. Compiled
  * with those flags alone (Makefile); kernels.c calls kernels_avx2_init only on CPUs that have them.
+ * kernels_avxvnni.c compiles this file again with PK_VNNI = 1 and AVX-VNNI: the same set, whose
+ * repacked kernel multiplies bytes with vpdpbusd (int32 sums) instead of maddubs.
  * Weights are decoded from the file layout in chunks of 32 codes (value/d + 1, unsigned) and
  * multiplied with maddubs; the +1 offset comes back out as the activation sums (Q8_K: bsums;
  * Q8_0: pair sums computed once per token and chunk). Tiles of rows x tokens share every
@@ -252,6 +254,19 @@ MATMUL(mm_pq2_0, K_PQ2)
  * bit-identical to repack_vec_dot. */
 enum { PK_T = 4 };
 
+#ifndef PK_VNNI
+#define PK_VNNI 0
+#endif
+#if PK_VNNI /* byte products summed straight into int32 */
+#define PK_ACC(s, c, a) _mm256_dpbusd_avx_epi32(s, c, a)
+#define PK_SUM32(s) (s)
+#define KERNELS_INIT kernels_avxvnni_init
+#else /* maddubs pair sums added in int16 (bounds above), widened once per half */
+#define PK_ACC(s, c, a) _mm256_add_epi16(s, _mm256_maddubs_epi16(c, a))
+#define PK_SUM32(s) _mm256_madd_epi16(s, _mm256_set1_epi16(1))
+#define KERNELS_INIT kernels_avx2_init
+#endif
+
 /* Minus the sum of the token's activations over half h of block y (8 bsums of 16). */
 INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
     const __m128i b = load128(y + offsetof(block_q8_K, bsums) + 16 * h);
@@ -286,17 +301,16 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
                         const __m256i cj = M == 3 ? _mm256_and_si256(x[q][j / 2], _mm256_set1_epi8((char)(3 << 2 * (j % 2))))
                                                   : _mm256_and_si256(j ? _mm256_srli_epi16(x[q][0], 2 * j) : x[q][0], _mm256_set1_epi8(3));
                         const int i = M == 3 && j % 2 ? 1 + j / 2 : 0;
-                        UNROLL for (int t = 0; t < T; t++) s[q][t][i] = _mm256_add_epi16(s[q][t][i], _mm256_maddubs_epi16(cj, av[t]));
+                        UNROLL for (int t = 0; t < T; t++) s[q][t][i] = PK_ACC(s[q][t][i], cj, av[t]);
                     }
                 }
             }
-            const __m256i ones = _mm256_set1_epi16(1);
             UNROLL for (int q = 0; q < 2; q++) {
                 const __m256 dw = _mm256_cvtph_ps(load128(w + wo + RP_CODE_BYTES + 2 * (RP_ROWS * h + 8 * q)));
                 UNROLL for (int t = 0; t < T; t++) {
-                    __m256i is = _mm256_add_epi32(_mm256_madd_epi16(s[q][t][0], ones), _mm256_set1_epi32(pk_neg_sum(a[t] + ao, h)));
+                    __m256i is = _mm256_add_epi32(PK_SUM32(s[q][t][0]), _mm256_set1_epi32(pk_neg_sum(a[t] + ao, h)));
                     if (M == 3) /* exact: 4 x the sums of steps 1 and 3 */
-                        is = _mm256_add_epi32(is, _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(s[q][t][1], ones), _mm256_madd_epi16(s[q][t][2], ones)), 2));
+                        is = _mm256_add_epi32(is, _mm256_srai_epi32(_mm256_add_epi32(PK_SUM32(s[q][t][1]), PK_SUM32(s[q][t][2])), 2));
                     f[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(((const block_q8_K *)(a[t] + ao))->d)), f[q][t]);
                 }
             }
@@ -566,7 +580,7 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     for (; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
-void kernels_avx2_init(kernel_set *s) {
+void KERNELS_INIT(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
     s->matmul[TYPE_TQ2_0] = mm_tq2_0;

@@ -22,7 +22,7 @@
 static const uint32_t mm_types[] = {TYPE_PTQ1_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_Q8_0,
                                     TYPE_Q1_0,   TYPE_Q2_0,  TYPE_F16,   TYPE_BF16,  TYPE_F32};
 #define NTYPES (sizeof mm_types / sizeof mm_types[0])
-static const char *const variants[] = {"avx2", "avx512", "amx", "neon"};
+static const char *const variants[] = {"avx2", "avxvnni", "avx512", "amx", "neon"};
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -448,7 +448,7 @@ static void chosen_name(void) { printf("    chosen %s\n", kernels_get()->name); 
 /* $TRIT_CPU end to end, in child processes (x86 only: under qemu-user a child shell would not run). */
 static void trit_cpu_env(void) {
 #if defined(__x86_64__)
-    const char *reqs[] = {"scalar", "avx2", "avx512", "amx", "neon", "bogus"};
+    const char *reqs[] = {"scalar", "avx2", "avxvnni", "avx512", "amx", "neon", "bogus"};
     char self[1024];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     REQUIRE(len > 0);
