@@ -100,7 +100,8 @@ static void mm_worker(void *arg, int ith, int nth) {
     }
 }
 
-/* Activations of a pass's rows quantized for the kernels, rows split over the threads. */
+/* Activations of a pass's rows quantized for the kernels, rows taken by the threads one at a time
+ * (as the matmul chunks and the forward pass's per-row work are). */
 typedef struct {
     mm_ctx *c;
     const float *x;
@@ -108,13 +109,12 @@ typedef struct {
     int nb;
     size_t stride;
     int act_type;
+    pool_counter next;
 } quant_job;
 
 static void quant_worker(void *arg, int ith, int nth) {
-    const quant_job *q = arg;
-    int64_t t0, t1;
-    pool_share(q->nb, 1, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++)
+    quant_job *q = arg;
+    for (int64_t t; (t = pool_take(&q->next, q->nb)) >= 0;)
         q->c->k->quantize_act[q->act_type](q->x + (size_t)t * q->n_in, q->c->act + t * q->stride, q->n_in);
 }
 
@@ -131,7 +131,7 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
     if (!n) return;
     mm_job j = {.c = c, .nw = n, .ws = sel, .ys = out, .x = x, .nb = nb, .direct = act_type >= 0};
     if (j.direct) {
-        quant_job q = {c, x, sel[0]->n_in, nb, (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), act_type};
+        quant_job q = {c, x, sel[0]->n_in, nb, (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), act_type, {0}};
         j.act_stride = q.stride;
         if (nb > 1 && nb * q.n_in >= QUANT_PARALLEL_WORK) pool_run(c->pool, quant_worker, &q);
         else quant_worker(&q, 0, 1);
