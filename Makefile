@@ -207,4 +207,4 @@ help:
 	@echo "make fuzz-repack-cache  fuzz the repack cache's header parser for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/bench/*.d)

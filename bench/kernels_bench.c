@@ -75,13 +75,18 @@ static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
     return pool;
 }
 
-/* The packed layout of the same rows (repack.h), replicated the same way; NULL when the type has none. */
-static uint8_t *make_packed_pool(uint32_t t, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
-    *mat = (size_t)repack_bytes(t, n, rows);
+static const char *const layout_names[RP_LAYOUTS] = {"c2", "q7"};
+
+/* The layout a set packs type t in (as repack_load.c chooses it). */
+static int layout_for(const kernel_set *ks, uint32_t t) { return repack_type_ok(t, ks->trit_layout) ? ks->trit_layout : RP_C2; }
+
+/* The packed layout l of the same rows (repack.h), replicated the same way; NULL when the type has none. */
+static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
+    *mat = (size_t)repack_bytes(t, l, n, rows);
     if (!*mat || n % RP_K) return NULL;
     *copies = POOL_BYTES / *mat + 1;
     uint8_t *pool = malloc(*mat * *copies);
-    if (!pool || repack_panels(t, file, (uint64_t)type_row_bytes(t, n), n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, pool)) exit(1);
+    if (!pool || repack_panels(t, l, file, (uint64_t)type_row_bytes(t, n), n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, pool)) exit(1);
     for (size_t c = 1; c < *copies; c++) memcpy(pool + c * *mat, pool, *mat);
     return pool;
 }
@@ -121,9 +126,11 @@ static void measure(kernel_matmul mm, const uint8_t *pool, size_t mat, size_t co
 
 static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
-    size_t copies, pcopies = 0, pmat = 0, mat = (size_t)type_row_bytes(t, n) * (size_t)rows, arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
-    uint8_t *pool = make_pool(t, n, rows, &copies);
-    uint8_t *packed = repack_type_ok(t) ? make_packed_pool(t, pool, n, rows, &pmat, &pcopies) : NULL;
+    size_t copies, pcopies[RP_LAYOUTS] = {0}, pmat[RP_LAYOUTS] = {0}, mat = (size_t)type_row_bytes(t, n) * (size_t)rows,
+                   arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
+    uint8_t *pool = make_pool(t, n, rows, &copies), *packed[RP_LAYOUTS];
+    for (int l = 0; l < RP_LAYOUTS; l++)
+        packed[l] = repack_type_ok(t, l) ? make_packed_pool(t, l, pool, n, rows, &pmat[l], &pcopies[l]) : NULL;
     enum { PP = 64 };
     float *x = malloc((size_t)n * sizeof(float)), *out = malloc((size_t)rows * PP * sizeof(float));
     uint8_t *act = malloc(arow * PP);
@@ -139,18 +146,20 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
         measure(ks->matmul[t], pool, mat, copies, mat / (size_t)rows, 1, n, rows, few, act, arow, PP, out, f);
         printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f GMAC/s\n",
                tt->name, (long long)rows, (long long)n, ks->name, f[0], 100.0 * f[0] / ref_gbs, f[1], f[2], f[3]);
-        if (packed) {
+        for (int l = 0; l < RP_LAYOUTS; l++) { /* the set's layout, and c2 beside it */
+            if (!packed[l] || (l != RP_C2 && l != layout_for(ks, t))) continue;
             /* GB/s of packed bytes, and of the file bytes the same rows take (what decode costs per token) */
-            measure(ks->matmul_packed, packed, pmat, pcopies, (size_t)repack_panel_bytes(n), RP_ROWS, n, rows, few, act, arow, PP, out, p);
-            double src = p[0] * (double)mat / (double)pmat;
-            printf("%-7s %5lldx%-6lld %-7s packed decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, cached %6.2f GB/s, "
+            measure(ks->matmul_packed[l], packed[l], pmat[l], pcopies[l], (size_t)repack_panel_bytes(n, l), RP_ROWS, n, rows, few,
+                    act, arow, PP, out, p);
+            double src = p[0] * (double)mat / (double)pmat[l];
+            printf("%-7s %5lldx%-6lld %-7s packed %s decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, cached %6.2f GB/s, "
                    "pp8 %7.2f, pp64 %7.2f GMAC/s; vs file layout: decode (tokens/s) x%.2f, pp8 x%.2f, pp64 x%.2f\n",
-                   tt->name, (long long)rows, (long long)n, ks->name, p[0], 100.0 * p[0] / ref_gbs, src, p[1], p[2], p[3],
-                   src / f[0], p[2] / f[2], p[3] / f[3]);
+                   tt->name, (long long)rows, (long long)n, ks->name, layout_names[l], p[0], 100.0 * p[0] / ref_gbs, src, p[1],
+                   p[2], p[3], src / f[0], p[2] / f[2], p[3] / f[3]);
         }
         fflush(stdout);
     }
-    free(pool), free(packed), free(x), free(out), free(act);
+    free(pool), free(packed[RP_C2]), free(packed[RP_Q7]), free(x), free(out), free(act);
 }
 
 /* GMAC/s of one matmul over rows [0, rows) handed out in blocks of `block` rows as ops.c does
@@ -203,16 +212,18 @@ static uint8_t *make_act(const type_traits *at, int64_t n, size_t arow, int nt) 
  * and amx sets' matmul_packed (skipped where it is still the scalar one) next to the avx512 GEMM
  * on the file's layout, rows in ops.c's blocks. */
 static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
-    if (!repack_type_ok(t) || n % RP_K) return;
+    const kernel_set *best = kernels_get();
+    const int l = layout_for(best, t); /* avx512 and amx pack alike */
+    if (!repack_type_ok(t, RP_C2) || n % RP_K) return;
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     const size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
-    const size_t pb = repack_panel_bytes(n);
+    const size_t pb = repack_panel_bytes(n, l);
     enum { NT = 3 };
     static const int toks[NT] = {8, 64, 512};
     size_t copies;
-    uint8_t *w = make_pool(t, n, rows, &copies), *p = malloc(repack_bytes(t, n, rows)), *act = make_act(at, n, arow, 512);
+    uint8_t *w = make_pool(t, n, rows, &copies), *p = malloc(repack_bytes(t, l, n, rows)), *act = make_act(at, n, arow, 512);
     float *out = malloc((size_t)rows * 512 * sizeof(float));
-    if (!p || !out || repack_panels(t, w, wrow, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p)) exit(1);
+    if (!p || !out || repack_panels(t, l, w, wrow, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p)) exit(1);
     const kernel_set *sc = kernels_variant("scalar");
     const char *names[] = {"avx512", "amx"};
     for (int v = 0; v < 2; v++) {
@@ -220,12 +231,12 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
         if (!ks) continue;
         int file = v == 0; /* the file-layout GEMM once, from the avx512 set */
         for (int f = file; f >= 0; f--) {
-            if (!f && ks->matmul_packed == sc->matmul_packed) continue;
-            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : "packed");
+            if (!f && ks->matmul_packed[l] == sc->matmul_packed[l]) continue;
+            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : layout_names[l]);
             for (int i = 0; i < NT; i++)
                 printf(" pp%-3d %7.1f", toks[i],
                        f ? batch_gmacs(ks->matmul[t], w, wrow, 1, n, rows, ops_block(wrow, 0), act, arow, toks[i], out)
-                         : batch_gmacs(ks->matmul_packed, p, pb, RP_ROWS, n, rows, ops_block(wrow, 1), act, arow, toks[i], out));
+                         : batch_gmacs(ks->matmul_packed[l], p, pb, RP_ROWS, n, rows, ops_block(wrow, 1), act, arow, toks[i], out));
             printf(" GMAC/s\n");
             fflush(stdout);
         }
@@ -238,7 +249,8 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
  * from memory (copies beyond the last-level cache) and cached: GMAC/s of the avx512 and amx
  * sets, best of 10 runs taken in turns (a slow spell of the machine hits both alike). */
 static void bench_batch(uint32_t t) {
-    if (!repack_type_ok(t)) return;
+    if (!repack_type_ok(t, RP_C2)) return;
+    const int l = layout_for(kernels_get(), t);
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     static const int64_t shapes[3][2] = {{2048, 2048}, {6144, 2048}, {2048, 6144}};
     enum { NT = 6, NV = 2 };
@@ -248,7 +260,7 @@ static void bench_batch(uint32_t t) {
         const int64_t rows = shapes[s][0], n = shapes[s][1];
         const size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
         size_t copies, pmat, pcopies, c = 0;
-        uint8_t *w = make_pool(t, n, rows, &copies), *p = make_packed_pool(t, w, n, rows, &pmat, &pcopies);
+        uint8_t *w = make_pool(t, n, rows, &copies), *p = make_packed_pool(t, l, w, n, rows, &pmat, &pcopies);
         uint8_t *act = make_act(at, n, arow, toks[NT - 1]);
         float *out = malloc((size_t)rows * (size_t)toks[NT - 1] * sizeof(float));
         free(w);
@@ -259,12 +271,13 @@ static void bench_batch(uint32_t t) {
                 for (int rep = 0; rep < 10; rep++)
                     for (int v = 0; v < NV; v++)
                         if (ks[v])
-                            best[v][i] = fmax(best[v][i], batch_run(ks[v]->matmul_packed, p, pmat, dram ? pcopies : 1, &c,
-                                                                    repack_panel_bytes(n), RP_ROWS, n, rows, ops_block(wrow, 1),
+                            best[v][i] = fmax(best[v][i], batch_run(ks[v]->matmul_packed[l], p, pmat, dram ? pcopies : 1, &c,
+                                                                    repack_panel_bytes(n, l), RP_ROWS, n, rows, ops_block(wrow, 1),
                                                                     act, arow, toks[i], out));
             for (int v = 0; v < NV; v++) {
                 if (!ks[v]) continue;
-                printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name, dram ? "memory" : "cached");
+                printf("%-7s %5lldx%-6lld %-7s %s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name, layout_names[l],
+                       dram ? "memory" : "cached");
                 for (int i = 0; i < NT; i++) printf(" pp%-3d %6.1f", toks[i], best[v][i]);
                 printf(" GMAC/s\n");
             }

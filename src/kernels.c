@@ -49,14 +49,17 @@ SCALAR_MATMUL(q2_0)
 SCALAR_MATMUL(pq2_0)
 SCALAR_MATMUL(ptq1_0)
 
-static void scalar_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
-                          size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
-    for (int64_t t = 0; t < n_tok; t++)
-        for (int64_t r = 0; r < n_rows; r++)
-            out[(size_t)t * out_stride + (size_t)r] =
-                repack_vec_dot(n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride, (int)(r % RP_ROWS),
-                               (const uint8_t *)act + (size_t)t * act_stride);
-}
+#define SCALAR_PACKED(name, layout)                                                                              \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
+                     int64_t n_tok, float *out, size_t out_stride) {                                               \
+        for (int64_t t = 0; t < n_tok; t++)                                                                        \
+            for (int64_t r = 0; r < n_rows; r++)                                                                   \
+                out[(size_t)t * out_stride + (size_t)r] =                                                          \
+                    repack_vec_dot(layout, n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride,             \
+                                   (int)(r % RP_ROWS), (const uint8_t *)act + (size_t)t * act_stride);           \
+    }
+SCALAR_PACKED(scalar_packed_c2, RP_C2)
+SCALAR_PACKED(scalar_packed_q7, RP_Q7)
 
 static void scalar_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
@@ -81,7 +84,9 @@ static void scalar_init(kernel_set *s) {
     memset(s, 0, sizeof *s);
     s->name = "scalar";
     for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
-    s->matmul_packed = scalar_packed;
+    s->matmul_packed[RP_C2] = scalar_packed_c2;
+    s->matmul_packed[RP_Q7] = scalar_packed_q7;
+    s->trit_layout = RP_C2;
     s->swiglu = scalar_swiglu;
     s->rmsnorm = scalar_rmsnorm;
     for (int t = 0; t < TYPE_COUNT; t++) {

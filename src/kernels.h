@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "repack.h"
 #include "types.h"
 
 typedef void (*kernel_matmul)(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
@@ -31,9 +32,13 @@ typedef struct {
     int x86_level;
     kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
-    /* Repacked ternary weights (repack.h) x Q8_K activations: w is the panel holding row 0,
-     * w_stride the bytes of one panel (RP_ROWS rows); rows past n_rows are not stored. */
-    kernel_matmul matmul_packed;
+    /* Repacked ternary weights (repack.h) x Q8_K activations, one kernel per layout: w is the
+     * panel holding row 0, w_stride the bytes of one panel (RP_ROWS rows); rows past n_rows are
+     * not stored. */
+    kernel_matmul matmul_packed[RP_LAYOUTS];
+    /* The layout weights that can take either are packed in for this set: RP_Q7 where its kernel
+     * decodes the quads faster than the extra bytes of RP_C2 would stream. */
+    int trit_layout;
     /* g[i] = silu(g[i]) * u[i] (SwiGLU); SIMD sets use an exp within 2 ulp of expf's. */
     void (*swiglu)(float *g, const float *u, int64_t n);
     /* out = x / rms(x) * w over n values (w may be NULL: no scale); bit for bit the same in every

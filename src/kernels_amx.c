@@ -21,6 +21,8 @@
 /* gcc's tile intrinsics are asm without memory operands: order plain memory accesses around them. */
 #define BARRIER() __asm__ volatile("" ::: "memory")
 
+#include "kernels_q7.h"
+
 /* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel on
  * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch), AMX: TQ2_0 0.96-1.12x at
  * 4 tokens, 0.99-1.2x at 5, 1.05-1.29x at 6, 1.15-1.3x at 8; PQ2_0 0.91-1.12x at 4, 0.94-1.14x
@@ -29,7 +31,7 @@
  * L1 beside the B tiles). */
 enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
-static kernel_matmul below;
+static kernel_matmul below[RP_LAYOUTS];
 
 typedef struct {
     uint8_t palette, start_row, reserved[14];
@@ -46,11 +48,12 @@ static const tile_config configs[17] = {
     CONFIG(9),  CONFIG(10), CONFIG(11), CONFIG(12), CONFIG(13), CONFIG(14), CONFIG(15), CONFIG(16),
 };
 
-/* A group of one panel -> its 4 B tiles (K = 64 each) of codes 0..3: chunk c gives tile rows
- * 4c..4c+3, step j's bits 2j, 2j+1 moved to bits 0, 1 by one GF(2) affine map per byte. */
-INLINE void unpack(const uint8_t *codes, uint8_t *bt) {
+/* A group of one panel in layout L -> its 4 B tiles (K = 64 each) of codes 0..3: chunk c gives tile
+ * rows 4c..4c+3, step j's bits 2j, 2j+1 moved to bits 0, 1 by one GF(2) affine map per byte. */
+INLINE void unpack(int L, const uint8_t *codes, uint8_t *bt) {
+    const q7_consts q7 = L == RP_Q7 ? q7_setup() : (q7_consts){0};
     for (int c = 0; c < RP_K / 16; c++) {
-        __m512i x = _mm512_loadu_si512(codes + 64 * c);
+        __m512i x = L == RP_Q7 ? q7_chunk(&q7, codes + RP_Q7_CHUNK * c) : _mm512_loadu_si512(codes + 64 * c);
         for (int j = 0; j < 4; j++) {
             const __m512i m = _mm512_set1_epi64((long long)((1ULL << (2 * j)) << 56 | (1ULL << (2 * j + 1)) << 48));
             _mm512_store_si512(bt + 64 * (4 * c + j), _mm512_gf2p8affine_epi64_epi8(x, m, 0));
@@ -154,32 +157,34 @@ static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_
  * a group, then the next group): weights come from memory once per pass, and the hardware
  * prefetchers alone leave the unpack waiting on them (weights from memory, 8-64 tokens: 1.1-1.3x;
  * 2 or more pairs ahead, or into L2, no better). */
-INLINE void prefetch(const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, int64_t g, int64_t p) {
+INLINE void prefetch(size_t gb, const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, int64_t g, int64_t p) {
     const int64_t pairs = (np + 1) / 2, i = g * pairs + p / 2 + 1;
     if (i >= ng * pairs) return;
     const int64_t q = i % pairs * 2;
-    const uint8_t *wg = w + (size_t)q * w_stride + (size_t)(i / pairs) * RP_GROUP_BYTES;
+    const uint8_t *wg = w + (size_t)q * w_stride + (size_t)(i / pairs) * gb;
     for (int64_t b = 0; b < (q + 1 < np ? 2 : 1); b++)
-        for (int off = 0; off < RP_GROUP_BYTES; off += 64) _mm_prefetch((const char *)wg + b * w_stride + off, _MM_HINT_T0);
+        for (size_t off = 0; off < gb; off += 64) _mm_prefetch((const char *)wg + b * w_stride + off, _MM_HINT_T0);
 }
 
-/* nt <= CHUNK gathered tokens (ntp with padding) x np panels over all ng groups into
+/* nt <= CHUNK gathered tokens (ntp with padding) x np panels of layout L over all ng groups into
  * acc[pair][CHUNK][32]: group by group, so that a group's activations serve every panel from L1. */
-static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap, const tok_info *ti,
-                   int64_t nt, int64_t ntp, float *acc) {
+static void panels(int L, int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, const uint8_t *ap,
+                   const tok_info *ti, int64_t nt, int64_t ntp, float *acc) {
+    const size_t gb = repack_group_bytes(L), cb = repack_code_bytes(L);
     _Alignas(64) uint8_t bt[2][4][1024];
     for (int64_t p = 0; p < np; p += 2) memset(acc + (size_t)(p / 2) * CHUNK * 32, 0, sizeof(float) * 32 * (size_t)ntp);
     for (int64_t g = 0; g < ng; g++) {
         const uint8_t *ag = ap + (size_t)(4 * g * ntp) * 64;
         for (int64_t p = 0; p < np; p += 2) {
             const int nb = p + 1 < np ? 2 : 1;
-            const uint8_t *wg = w + (size_t)p * w_stride + (size_t)g * RP_GROUP_BYTES;
-            prefetch(w, w_stride, ng, np, g, p);
+            const uint8_t *wg = w + (size_t)p * w_stride + (size_t)g * gb;
+            prefetch(gb, w, w_stride, ng, np, g, p);
             __m512 sc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()}, {_mm512_setzero_ps(), _mm512_setzero_ps()}};
             int merge = 1;
             for (int b = 0; b < nb; b++) {
-                const uint8_t *s = wg + (size_t)b * w_stride + RP_CODE_BYTES;
-                unpack(wg + (size_t)b * w_stride, bt[b][0]);
+                const uint8_t *s = wg + (size_t)b * w_stride + cb;
+                if (L == RP_Q7) unpack(RP_Q7, wg + (size_t)b * w_stride, bt[b][0]);
+                else unpack(RP_C2, wg + (size_t)b * w_stride, bt[b][0]);
                 for (int h = 0; h < 2; h++) sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));
                 merge &= memcmp(s, s + 32, 32) == 0;
             }
@@ -209,15 +214,15 @@ static void panels(int64_t ng, const uint8_t *w, size_t w_stride, int64_t np, co
  * 0.85-0.9x at 8-16 tokens; four: the same as two). */
 enum { RB = 512, RB_FEW = 64 };
 
-static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
-                       int64_t n_tok, float *out, size_t out_stride) {
+static void amx_packed(int L, int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,
+                       size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
     const int64_t ng = n / RP_K;
     /* tokens a chunk holds, padded to whole tiles (tiles of n_tok rows when that is under 16) */
     const int64_t ntp_max = n_tok < 16 ? n_tok : n_tok < CHUNK ? (n_tok + 15) & ~(int64_t)15 : CHUNK;
     const size_t abytes = ((size_t)ntp_max * ((size_t)n + sizeof(tok_info) * (size_t)ng) + 63) & ~(size_t)63;
     uint8_t *ap = n_tok < AMX_MIN_TOK ? NULL : aligned_alloc(64, abytes + sizeof(float) * RB * CHUNK);
     if (!ap) { /* few tokens (or no memory) */
-        below(n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);
+        below[L](n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);
         return;
     }
     tok_info *ti = (tok_info *)(ap + (size_t)(ntp_max * n));
@@ -230,7 +235,7 @@ static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows
         const int64_t rb = ntp_max <= 16 ? RB_FEW : RB;
         for (int64_t r0 = 0; r0 < n_rows; r0 += rb) {
             const int64_t nr = n_rows - r0 < rb ? n_rows - r0 : rb, np = (nr + RP_ROWS - 1) / RP_ROWS;
-            panels(ng, (const uint8_t *)w + (size_t)(r0 / RP_ROWS) * w_stride, w_stride, np, ap, ti, nt, ntp, acc);
+            panels(L, ng, (const uint8_t *)w + (size_t)(r0 / RP_ROWS) * w_stride, w_stride, np, ap, ti, nt, ntp, acc);
             for (int64_t p = 0; p < np; p += 2) {
                 const int64_t rows = nr - RP_ROWS * p < 32 ? nr - RP_ROWS * p : 32;
                 /* rows in two masked vectors: a library call per 128 bytes was ~5 % of a prompt */
@@ -249,8 +254,18 @@ static void amx_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows
     free(ap);
 }
 
+#define AMX_PACKED(L)                                                                                             \
+    static void amx_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,        \
+                               size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                 \
+        amx_packed(L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);                           \
+    }
+AMX_PACKED(RP_C2)
+AMX_PACKED(RP_Q7)
+
 void kernels_amx_init(kernel_set *s) {
-    below = s->matmul_packed;
-    s->matmul_packed = amx_packed;
+    static const kernel_matmul mine[RP_LAYOUTS] = {amx_packed_RP_C2, amx_packed_RP_Q7};
+    /* RP_Q7 only where the avx512 set below decodes it (VBMI, which AMX CPUs have) */
+    for (int l = 0; l < RP_LAYOUTS; l++)
+        if (l == RP_C2 || s->trit_layout == RP_Q7) below[l] = s->matmul_packed[l], s->matmul_packed[l] = mine[l];
 }
 #endif

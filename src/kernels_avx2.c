@@ -283,7 +283,7 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
     UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t) * m->act_stride;
     UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) f[q][t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < m->n / RP_K; g++) {
-        const size_t wo = (size_t)g * RP_GROUP_BYTES, ao = (size_t)g * sizeof(block_q8_K);
+        const size_t wo = (size_t)g * repack_group_bytes(RP_C2), ao = (size_t)g * sizeof(block_q8_K);
         for (int h = 0; h < 2; h++) {
             __m256i s[2][PK_T][3];
             UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) UNROLL for (int i = 0; i < M; i++) s[q][t][i] = _mm256_setzero_si256();
@@ -306,7 +306,7 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
                 }
             }
             UNROLL for (int q = 0; q < 2; q++) {
-                const __m256 dw = _mm256_cvtph_ps(load128(w + wo + RP_CODE_BYTES + 2 * (RP_ROWS * h + 8 * q)));
+                const __m256 dw = _mm256_cvtph_ps(load128(w + wo + repack_code_bytes(RP_C2) + 2 * (RP_ROWS * h + 8 * q)));
                 UNROLL for (int t = 0; t < T; t++) {
                     __m256i is = _mm256_add_epi32(PK_SUM32(s[q][t][0]), _mm256_set1_epi32(pk_neg_sum(a[t] + ao, h)));
                     if (M == 3) /* exact: 4 x the sums of steps 1 and 3 */
@@ -591,7 +591,7 @@ void KERNELS_INIT(kernel_set *s) {
     s->matmul[TYPE_F32] = mm_f32;
     s->matmul[TYPE_F16] = mm_f16;
     s->matmul[TYPE_BF16] = mm_bf16;
-    s->matmul_packed = mm_packed;
+    s->matmul_packed[RP_C2] = mm_packed;
     s->quantize_act[TYPE_Q8_0] = q8_0_act;
     s->quantize_act[TYPE_Q8_K] = q8_K_act;
     s->quantize_act[TYPE_F16] = f16_act;

@@ -26,6 +26,7 @@
 enum { DEC_R = 8, PP_R = 4, PP_T = 3, MAX_R = 8 };
 
 #include "kernels_kind.h"
+#include "kernels_q7.h"
 
 INLINE __m512i load512(const void *p) { return _mm512_loadu_si512(p); }
 INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
@@ -563,6 +564,7 @@ enum { PK_DEC_P = 4, PK_T = 8 };
 
 /* Software prefetch for the panel streams: 2 KiB ahead in each of the 4 decode streams measured
  * best of 1-16 KiB (x1.25 decode over prefetch_ahead's 8 KiB, x1.5 over none). A hint: never faults. */
+
 INLINE void pk_prefetch(const uint8_t *p) { _mm_prefetch((const char *)(p + 2048), _MM_HINT_T0); }
 
 /* Minus the sum of the token's activations over half h of block y (8 bsums of 16). */
@@ -573,18 +575,21 @@ INLINE int32_t pk_neg_sum(const uint8_t *y, int h) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-/* Panels p0..p0+P-1 x tokens t0..t0+T-1 over the whole row; stores rows < n_rows. neg: minus the
- * activation sums, token t half k at neg[t * n / 128 + k], or NULL to compute them in place. */
-INLINE void pk_tile(int P, int T, const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) {
+/* Panels p0..p0+P-1 of layout L x tokens t0..t0+T-1 over the whole row; stores rows < n_rows.
+ * neg: minus the activation sums, token t half k at neg[t * n / 128 + k], or NULL to compute them
+ * in place. */
+INLINE void pk_tile(int L, int P, int T, const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) {
     const int M = T == 1 ? 4 : 2; /* accumulators per panel and token */
     const int64_t nh = m->n / (RP_K / 2);
+    const size_t gb = repack_group_bytes(L), cb = repack_code_bytes(L);
     const uint8_t *w[PK_DEC_P], *a[PK_T];
     __m512 f[PK_DEC_P][PK_T];
+    const q7_consts q7 = L == RP_Q7 ? q7_setup() : (q7_consts){0};
     UNROLL for (int p = 0; p < P; p++) w[p] = m->w + (size_t)(p0 + p) * m->w_stride;
     UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t) * m->act_stride;
     UNROLL for (int p = 0; p < P; p++) UNROLL for (int t = 0; t < T; t++) f[p][t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < m->n / RP_K; g++) {
-        const size_t wo = (size_t)g * RP_GROUP_BYTES, ao = (size_t)g * sizeof(block_q8_K);
+        const size_t wo = (size_t)g * gb, ao = (size_t)g * sizeof(block_q8_K);
         for (int h = 0; h < 2; h++) {
             __m512i s[PK_DEC_P][PK_T][4];
             UNROLL for (int t = 0; t < T; t++) {
@@ -598,25 +603,33 @@ INLINE void pk_tile(int P, int T, const mm_args *m, const int32_t *neg, int64_t 
                 __m512i x[PK_DEC_P][2];
                 UNROLL for (int p = 0; p < P; p++) {
                     pk_prefetch(w[p] + wo + 64 * c);
-                    x[p][0] = load512(w[p] + wo + 64 * c);
-                    if (M == 2) x[p][1] = _mm512_srli_epi16(x[p][0], 4);
+                    if (L == RP_Q7 && M == 4) { /* codes 0..2 looked up, code 3 (x 32) masked from the numbers */
+                        x[p][1] = q7_numbers(&q7, w[p] + wo + RP_Q7_CHUNK * c);
+                        x[p][0] = q7_low_codes(&q7, x[p][1]);
+                    } else {
+                        x[p][0] = L == RP_Q7 ? q7_chunk(&q7, w[p] + wo + RP_Q7_CHUNK * c) : load512(w[p] + wo + 64 * c);
+                        if (M == 2) x[p][1] = _mm512_srli_epi16(x[p][0], 4);
+                    }
                 }
                 UNROLL for (int j = 0; j < 4; j++) {
                     __m512i av[PK_T];
                     UNROLL for (int t = 0; t < T; t++) av[t] = _mm512_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
                     UNROLL for (int p = 0; p < P; p++) {
-                        const __m512i cj = M == 4 ? _mm512_and_si512(x[p][0], _mm512_set1_epi8((char)(3 << 2 * j)))
-                                                  : _mm512_and_si512(x[p][j / 2], _mm512_set1_epi8((char)(3 << 2 * (j % 2))));
+                        const __m512i cj = M == 2 ? _mm512_and_si512(x[p][j / 2], _mm512_set1_epi8((char)(3 << 2 * (j % 2))))
+                                           : L == RP_Q7 && j == 3 ? _mm512_and_si512(x[p][1], _mm512_set1_epi8(0x60))
+                                                                  : _mm512_and_si512(x[p][0], _mm512_set1_epi8((char)(3 << 2 * j)));
                         UNROLL for (int t = 0; t < T; t++) s[p][t][j % M] = dpbusd(s[p][t][j % M], cj, av[t]);
                     }
                 }
             }
             UNROLL for (int p = 0; p < P; p++) {
-                const __m512 dw = _mm512_cvtph_ps(load256(w[p] + wo + RP_CODE_BYTES + 2 * RP_ROWS * h));
+                const __m512 dw = _mm512_cvtph_ps(load256(w[p] + wo + cb + 2 * RP_ROWS * h));
                 UNROLL for (int t = 0; t < T; t++) {
-                    /* exact: accumulator j holds 4^j x its sum */
+                    /* exact: accumulator j holds 4^j x its sum (RP_Q7's code 3: 32 x) */
                     __m512i is = _mm512_add_epi32(s[p][t][0], _mm512_srai_epi32(s[p][t][1], 2));
-                    if (M == 4) is = _mm512_add_epi32(is, _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4), _mm512_srai_epi32(s[p][t][3], 6)));
+                    if (M == 4)
+                        is = _mm512_add_epi32(is, _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4),
+                                                                   _mm512_srai_epi32(s[p][t][3], L == RP_Q7 ? 5 : 6)));
                     const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(((const block_q8_K *)(a[t] + ao))->d));
                     f[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), d, f[p][t]);
                 }
@@ -637,16 +650,23 @@ INLINE void pk_tile(int P, int T, const mm_args *m, const int32_t *neg, int64_t 
     }
 }
 
-/* One function per tile shape: P and T must be constants for the accumulators to stay in registers. */
-#define PK_SHAPE(P, T) \
-    static void pk_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { pk_tile(P, T, m, neg, p0, t0); }
-PK_SHAPE(1, 1) PK_SHAPE(4, 1) PK_SHAPE(2, 2) PK_SHAPE(2, 3) PK_SHAPE(2, 4) PK_SHAPE(1, 2) PK_SHAPE(1, 3) PK_SHAPE(1, 4) PK_SHAPE(1, 5) PK_SHAPE(1, 6) PK_SHAPE(1, 7) PK_SHAPE(1, 8)
-
+/* One function per layout and tile shape: P and T must be constants for the accumulators to stay in
+ * registers. */
 typedef void (*pk_fn)(const mm_args *, const int32_t *, int64_t, int64_t);
+#define PK_SHAPE(L, P, T) \
+    static void pk_##L##_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { pk_tile(L, P, T, m, neg, p0, t0); }
+#define PK_SHAPES(L)                                                                                            \
+    PK_SHAPE(L, 1, 1) PK_SHAPE(L, 4, 1) PK_SHAPE(L, 2, 2) PK_SHAPE(L, 2, 3) PK_SHAPE(L, 2, 4) PK_SHAPE(L, 1, 2)   \
+    PK_SHAPE(L, 1, 3) PK_SHAPE(L, 1, 4) PK_SHAPE(L, 1, 5) PK_SHAPE(L, 1, 6) PK_SHAPE(L, 1, 7) PK_SHAPE(L, 1, 8)   \
+    static const pk_fn pk_dec_##L[2] = {pk_##L##_1_1, pk_##L##_4_1};                                          \
+    static const pk_fn pk_two_##L[3] = {pk_##L##_2_2, pk_##L##_2_3, pk_##L##_2_4};                             \
+    static const pk_fn pk_batch_##L[PK_T - 1] = {pk_##L##_1_2, pk_##L##_1_3, pk_##L##_1_4, pk_##L##_1_5,         \
+                                                  pk_##L##_1_6, pk_##L##_1_7, pk_##L##_1_8};
+PK_SHAPES(RP_C2)
+PK_SHAPES(RP_Q7)
 
-static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
-                      int64_t n_tok, float *out, size_t out_stride) {
-    static const pk_fn batch[PK_T - 1] = {pk_1_2, pk_1_3, pk_1_4, pk_1_5, pk_1_6, pk_1_7, pk_1_8};
+INLINE void mm_packed(const pk_fn *dec, const pk_fn *two, const pk_fn *batch, int64_t n, const void *w, size_t w_stride,
+                      int64_t n_rows, const void *act, size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
     const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS, nh = n / (RP_K / 2);
     if (n_rows <= 0 || n_tok <= 0) return;
     /* The activation sums once per call rather than once per panel; without memory, in place. */
@@ -657,10 +677,9 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
     const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
     if (n_tok == 1) {
         int64_t p0 = 0;
-        for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) pk_4_1(&m, neg, p0, 0);
-        for (; p0 < np; p0++) pk_1_1(&m, neg, p0, 0);
+        for (; np - p0 >= PK_DEC_P; p0 += PK_DEC_P) dec[1](&m, neg, p0, 0);
+        for (; p0 < np; p0++) dec[0](&m, neg, p0, 0);
     } else if (n_tok <= 4) { /* one pass over the weights: their blocks need no L2 blocking */
-        static const pk_fn two[3] = {pk_2_2, pk_2_3, pk_2_4};
         int64_t p0 = 0;
         for (; np - p0 >= 2; p0 += 2) two[n_tok - 2](&m, neg, p0, 0);
         for (; p0 < np; p0++) batch[n_tok - 2](&m, neg, p0, 0);
@@ -679,6 +698,14 @@ static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows,
     free(neg);
 }
 
+#define MM_PACKED(L)                                                                                              \
+    static void mm_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
+                              size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
+        mm_packed(pk_dec_##L, pk_two_##L, pk_batch_##L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride); \
+    }
+MM_PACKED(RP_C2)
+MM_PACKED(RP_Q7)
+
 void kernels_avx512_init(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
@@ -687,6 +714,11 @@ void kernels_avx512_init(kernel_set *s) {
     s->matmul[TYPE_Q8_0] = mm_q8_0;
     s->matmul[TYPE_Q1_0] = mm_q1_0;
     s->matmul[TYPE_Q2_0] = mm_q2_0;
-    s->matmul_packed = mm_packed;
+    s->matmul_packed[RP_C2] = mm_packed_RP_C2;
+    /* 1.875 bits a weight instead of 2.125, for three VBMI instructions a chunk */
+    if (__builtin_cpu_supports("avx512vbmi")) {
+        s->matmul_packed[RP_Q7] = mm_packed_RP_Q7;
+        s->trit_layout = RP_Q7;
+    }
 }
 #endif

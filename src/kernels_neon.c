@@ -220,7 +220,7 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
     UNROLL for (int t = 0; t < T; t++) a[t] = (const block_q8_K *)(m->act + (size_t)(t0 + t) * m->act_stride);
     UNROLL for (int q = 0; q < 4; q++) UNROLL for (int t = 0; t < T; t++) f[q][t] = vdupq_n_f32(0.0f);
     for (int64_t g = 0; g < m->n / RP_K; g++) {
-        const size_t wo = (size_t)g * RP_GROUP_BYTES;
+        const size_t wo = (size_t)g * repack_group_bytes(RP_C2);
         for (int h = 0; h < 2; h++) {
             int32x4_t s[4][PK_T][3];
             UNROLL for (int t = 0; t < T; t++) {
@@ -243,7 +243,7 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
                 }
             }
             UNROLL for (int q = 0; q < 4; q++) {
-                const uint8_t *d = w + wo + RP_CODE_BYTES + 2 * (RP_ROWS * h + 4 * q);
+                const uint8_t *d = w + wo + repack_code_bytes(RP_C2) + 2 * (RP_ROWS * h + 4 * q);
                 const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)d)));
                 UNROLL for (int t = 0; t < T; t++) {
                     int32x4_t is = s[q][t][0];
@@ -282,6 +282,6 @@ void kernels_neon_init(kernel_set *s) {
     s->matmul[TYPE_TQ1_0] = mm_tq1_0;
     s->matmul[TYPE_Q8_0] = mm_q8_0;
     s->matmul[TYPE_Q1_0] = mm_q1_0;
-    s->matmul_packed = mm_packed;
+    s->matmul_packed[RP_C2] = mm_packed;
 }
 #endif

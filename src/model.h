@@ -21,6 +21,7 @@ typedef struct {
     const uint8_t *data;
     rotation rot;      /* rot.block > 0: folded, the input must be rotated first */
     const uint8_t *packed; /* the same rows repacked (repack.h), or NULL: matmuls then use it */
+    int packed_layout;     /* RP_C2 or RP_Q7 */
 } weight;
 
 typedef enum { ROPE_NORM, ROPE_NEOX } rope_kind;

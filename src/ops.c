@@ -70,9 +70,9 @@ static void mm_direct(mm_job *j) {
         const weight *w = j->ws[i];
         const int64_t rb = c0 * j->rows[i], nr = w->n_out - rb < j->rows[i] ? w->n_out - rb : j->rows[i];
         if (w->packed) {
-            const uint64_t pb = repack_panel_bytes(w->n_in);
-            j->c->k->matmul_packed(w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act, j->act_stride,
-                                   j->nb, j->ys[i] + rb, (size_t)w->n_out);
+            const uint64_t pb = repack_panel_bytes(w->n_in, w->packed_layout);
+            j->c->k->matmul_packed[w->packed_layout](w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act,
+                                                     j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
         } else {
             j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act, j->act_stride,
                                      j->nb, j->ys[i] + rb, (size_t)w->n_out);

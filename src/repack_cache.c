@@ -14,7 +14,7 @@ static const char magic[8] = {'T', 'R', 'I', 'T', 'P', 'A', 'C', 'K'};
 /* Header field offsets. */
 enum { H_VERSION = 8, H_N = 12, H_ID = 16, H_TOTAL = 56, H_SUM = 64, H_RESERVED = 72 };
 /* Entry field offsets. */
-enum { E_TYPE = 64, E_PAD = 68, E_NIN = 72, E_NOUT = 80, E_OFF = 88, E_BYTES = 96 };
+enum { E_TYPE = 64, E_LAYOUT = 68, E_NIN = 72, E_NOUT = 80, E_OFF = 88, E_BYTES = 96 };
 
 static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -58,10 +58,11 @@ int rc_mkdir(const char *dir, trit_err *err) {
     }
 }
 
-int rc_path(const char *dir, const char *model_path, const rc_identity *id, char *buf, size_t n) {
-    uint8_t key[44];
+int rc_path(const char *dir, const char *model_path, const rc_identity *id, uint32_t tag, char *buf, size_t n) {
+    uint8_t key[48];
     memcpy(key, id, 40);
     put_u32(key + 40, RC_VERSION);
+    put_u32(key + 44, tag);
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     char name[49];
@@ -109,6 +110,7 @@ void rc_write_header(uint8_t *buf, const rc_identity *id, const rc_entry *e, uin
         uint8_t *t = buf + RC_HEADER_BYTES + (size_t)i * RC_ENTRY_BYTES;
         memcpy(t, e[i].name, strlen(e[i].name)); /* the caller keeps names under RC_NAME_BYTES */
         put_u32(t + E_TYPE, e[i].type);
+        put_u32(t + E_LAYOUT, e[i].layout);
         put_u64(t + E_NIN, (uint64_t)e[i].n_in);
         put_u64(t + E_NOUT, (uint64_t)e[i].n_out);
         put_u64(t + E_OFF, e[i].offset);
@@ -147,13 +149,14 @@ int rc_parse(const uint8_t *data, size_t size, rc_identity *id, rc_entry **entri
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *t = data + RC_HEADER_BYTES + (size_t)i * RC_ENTRY_BYTES;
         const uint8_t *nul = memchr(t, 0, RC_NAME_BYTES);
-        e[i] = (rc_entry){(const char *)t, rd_u32(t + E_TYPE), (int64_t)rd_u64(t + E_NIN), (int64_t)rd_u64(t + E_NOUT),
-                          rd_u64(t + E_OFF), rd_u64(t + E_BYTES)};
+        e[i] = (rc_entry){(const char *)t, rd_u32(t + E_TYPE), rd_u32(t + E_LAYOUT), (int64_t)rd_u64(t + E_NIN),
+                          (int64_t)rd_u64(t + E_NOUT), rd_u64(t + E_OFF), rd_u64(t + E_BYTES)};
         uint64_t end = 0;
         const char *bad = NULL;
-        if (!nul || nul == t || !all_zero(nul, (size_t)(t + RC_NAME_BYTES - nul)) || rd_u32(t + E_PAD)) bad = "a bad name";
-        else if (!repack_type_ok(e[i].type)) bad = "a type that does not repack";
-        else if (!e[i].bytes || e[i].bytes != repack_bytes(e[i].type, e[i].n_in, e[i].n_out)) bad = "a bad shape or size";
+        if (!nul || nul == t || !all_zero(nul, (size_t)(t + RC_NAME_BYTES - nul))) bad = "a bad name";
+        else if (!repack_type_ok(e[i].type, (int)e[i].layout)) bad = "a type or layout that does not repack";
+        else if (!e[i].bytes || e[i].bytes != repack_bytes(e[i].type, (int)e[i].layout, e[i].n_in, e[i].n_out))
+            bad = "a bad shape or size";
         else if (e[i].offset % RC_ALIGN || e[i].offset < prev_end) bad = "a misaligned or overlapping offset";
         else if (!add_ok(e[i].offset, e[i].bytes, &end) || end > size) bad = "data past the end";
         if (bad) {

@@ -5,10 +5,10 @@
  *   header [RC_HEADER_BYTES]  "TRITPACK", u32 version, u32 n_tensors, the identity (u64 dev, ino,
  *                             size, i64 mtime seconds, nanoseconds), u64 file bytes, u64 checksum
  *                             (FNV-1a of header and table with this field zero), 24 zero bytes
- *   table  [n x RC_ENTRY_BYTES] name[64] (NUL-terminated), u32 type, u32 0, i64 n_in, i64 n_out,
- *                             u64 offset, u64 bytes
+ *   table  [n x RC_ENTRY_BYTES] name[64] (NUL-terminated), u32 type, u32 layout (RP_C2, RP_Q7),
+ *                             i64 n_in, i64 n_out, u64 offset, u64 bytes
  *   data                      each tensor at its offset (a multiple of RC_ALIGN, ascending, no
- *                             overlaps), bytes = repack_bytes(type, n_in, n_out).
+ *                             overlaps), bytes = repack_bytes(type, layout, n_in, n_out).
  * The file is external input: rc_parse checks all of it but the packed bytes (any bytes are valid
  * weights there, as in a GGUF file). */
 #ifndef TRIT_REPACK_CACHE_H
@@ -20,7 +20,7 @@
 #include "util.h"
 
 /* Bump when repack.h's layout or this format changes: older files are then rebuilt. */
-#define RC_VERSION 1u
+#define RC_VERSION 2u
 enum { RC_HEADER_BYTES = 96, RC_ENTRY_BYTES = 104, RC_NAME_BYTES = 64, RC_ALIGN = 4096 };
 #define RC_MAX_TENSORS (1u << 20)
 
@@ -31,7 +31,7 @@ typedef struct {
 
 typedef struct {
     const char *name; /* < RC_NAME_BYTES bytes */
-    uint32_t type;
+    uint32_t type, layout;
     int64_t n_in, n_out;
     uint64_t offset, bytes;
 } rc_entry;
@@ -42,8 +42,9 @@ int rc_identity_of(const char *path, rc_identity *id, trit_err *err);
 int rc_dir(char *buf, size_t n);
 /* Makes dir and its missing parents (mode 0700, as XDG asks of cache directories). */
 int rc_mkdir(const char *dir, trit_err *err);
-/* The cache file for the model at model_path: dir/<model file name>-<hash of identity and version>.pack */
-int rc_path(const char *dir, const char *model_path, const rc_identity *id, char *buf, size_t n);
+/* The cache file for the model at model_path: dir/<model file name>-<hash of identity, version and
+ * tag>.pack; tag tells apart the layouts different kernel sets pack the same file in. */
+int rc_path(const char *dir, const char *model_path, const rc_identity *id, uint32_t tag, char *buf, size_t n);
 
 /* Sets the offsets of n entries (bytes filled in) after the header and table; returns the file
  * size, 0 on overflow. */

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels.h"
 #include "model.h"
 #include "pool.h"
 #include "repack.h"
@@ -29,7 +30,13 @@ typedef struct {
     uint64_t total; /* bytes of the cache file (header, table, data) */
 } plan;
 
-static int packable(const weight *w) { return w->data && repack_type_ok(w->type) && w->n_in % RP_K == 0; }
+static int packable(const weight *w) { return w->data && repack_type_ok(w->type, RP_C2) && w->n_in % RP_K == 0; }
+
+/* The layout of w's type in this process's kernel set. */
+static int layout_of(const weight *w) {
+    const int l = kernels_get()->trit_layout;
+    return repack_type_ok(w->type, l) ? l : RP_C2;
+}
 
 static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
@@ -63,7 +70,8 @@ static int plan_make(model *m, plan *p, trit_err *err) {
         p->slot[k] = (int)i;
         if (i < p->n) continue;
         p->src[p->n] = p->all[k];
-        p->e[p->n++] = (rc_entry){w->name, w->type, w->n_in, w->n_out, 0, repack_bytes(w->type, w->n_in, w->n_out)};
+        const int l = layout_of(w);
+        p->e[p->n++] = (rc_entry){w->name, w->type, (uint32_t)l, w->n_in, w->n_out, 0, repack_bytes(w->type, l, w->n_in, w->n_out)};
     }
     p->total = rc_layout(p->e, p->n);
     if (p->n && !p->total) return plan_free(p), fail(err, "repacked weights overflow the address space");
@@ -92,7 +100,8 @@ static void build_worker(void *arg, int ith, int nth) {
         const weight *w = j->p->src[lo];
         int64_t panels = (w->n_out + RP_ROWS - 1) / RP_ROWS, p0 = (c - j->first[lo]) * CHUNK_PANELS;
         int64_t p1 = p0 + CHUNK_PANELS < panels ? p0 + CHUNK_PANELS : panels;
-        repack_panels(w->type, w->data, w->row_bytes, w->n_in, w->n_out, p0, p1, j->base + j->p->e[lo].offset);
+        repack_panels(w->type, (int)j->p->e[lo].layout, w->data, w->row_bytes, w->n_in, w->n_out, p0, p1,
+                      j->base + j->p->e[lo].offset);
     }
 }
 
@@ -113,7 +122,10 @@ static int build(const plan *p, uint8_t *base, trit_err *err) {
 }
 
 static void bind(const plan *p, const uint8_t *base, const rc_entry *e) {
-    for (int k = 0; k < p->n_all; k++) p->all[k]->packed = base + e[p->slot[k]].offset;
+    for (int k = 0; k < p->n_all; k++) {
+        p->all[k]->packed = base + e[p->slot[k]].offset;
+        p->all[k]->packed_layout = (int)e[p->slot[k]].layout;
+    }
 }
 
 /* Maps (or reads) the cache file at path and binds the weights to it when it is valid, of this
@@ -127,8 +139,8 @@ static int open_cache(model *m, const plan *p, const char *path, const rc_identi
     if (rc_parse(fm.data, fm.size, &got, &e, &n, why)) return file_map_close(&fm), -1;
     int ok = !memcmp(&got, id, sizeof got) && n == p->n;
     for (uint32_t i = 0; ok && i < n; i++)
-        ok = !strcmp(e[i].name, p->e[i].name) && e[i].type == p->e[i].type && e[i].n_in == p->e[i].n_in &&
-             e[i].n_out == p->e[i].n_out;
+        ok = !strcmp(e[i].name, p->e[i].name) && e[i].type == p->e[i].type && e[i].layout == p->e[i].layout &&
+             e[i].n_in == p->e[i].n_in && e[i].n_out == p->e[i].n_out;
     if (ok) {
         bind(p, fm.data, e);
         m->pack_map = fm;
@@ -222,7 +234,8 @@ static void release_sources(const model *m, const plan *p) {
 static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_t n_path, rc_identity *id, trit_err *why) {
     if (rc_dir(dir, n_dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
     if (rc_identity_of(m->file->path, id, why)) return -1;
-    if (rc_path(dir, m->file->path, id, path, n_path)) return fail(why, "%s: cache path too long", dir);
+    if (rc_path(dir, m->file->path, id, (uint32_t)kernels_get()->trit_layout, path, n_path))
+        return fail(why, "%s: cache path too long", dir);
     return 0;
 }
 

@@ -158,10 +158,11 @@ static int compare_out(const char *who, uint32_t t, int64_t n, int64_t rows, int
     return 0;
 }
 
-/* The same case through the repacked layout (repack.h) in every variant, scalar included: PQ2_0
- * and PTQ1_0 repacked in the scalar set equal their reference bit for bit, and the SIMD kernels
- * named in exact_packed (the per-row operations of repack_vec_dot in its order) equal the scalar
- * packed output bit for bit for every type. */
+/* The same case through each repacked layout (repack.h) the type takes, in every variant, scalar
+ * included: PQ2_0 and PTQ1_0 repacked in the scalar set equal their reference bit for bit, every
+ * layout gives the scalar set the same outputs bit for bit, and the SIMD kernels named in
+ * exact_packed (the per-row operations of repack_vec_dot in its order) equal the scalar packed
+ * output bit for bit for every type. */
 static const char *const exact_packed[] = {"avx2", "avx512", "neon"};
 
 static int is_exact_packed(const char *name) {
@@ -170,40 +171,54 @@ static int is_exact_packed(const char *name) {
     return 0;
 }
 
+/* got against want bit for bit over the rows and tokens; 1 when they differ */
+static int same_out(const char *who, const char *what, uint32_t t, int64_t n, int64_t rows, int64_t toks,
+                    const float *got, const float *want, size_t os) {
+    for (int64_t tk = 0; tk < toks; tk++)
+        for (int64_t r = 0; r < rows; r++) {
+            float g = got[(size_t)tk * os + (size_t)r], e = want[(size_t)tk * os + (size_t)r];
+            if (memcmp(&g, &e, sizeof g) == 0 || (isnan(g) && isnan(e))) continue;
+            test_failed(__FILE__, __LINE__, "%s %s n=%lld rows=%lld toks=%lld [t%lld r%lld]: %.9g vs %s %.9g", who,
+                        type_name(t), (long long)n, (long long)rows, (long long)toks, (long long)tk, (long long)r, g,
+                        what, e);
+            return 1;
+        }
+    return 0;
+}
+
 static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
                          const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode, int pad) {
-    uint64_t pb = repack_bytes(t, n, rows);
-    uint8_t *pbuf = malloc(pb + 64);
-    float *got = malloc((size_t)toks * os * sizeof(float)), *sc = malloc((size_t)toks * os * sizeof(float));
-    REQUIRE(pb && pbuf && got && sc);
-    uint8_t *p = pbuf + (pad ? 4 : 0); /* off 64-byte alignment too */
-    REQUIRE(repack_panels(t, w, ws, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p) == 0);
+    static const char *const names[RP_LAYOUTS] = {"c2", "q7"};
+    float *got = malloc((size_t)toks * os * sizeof(float)), *sc = malloc((size_t)toks * os * sizeof(float)),
+          *sc0 = malloc((size_t)toks * os * sizeof(float));
+    REQUIRE(got && sc && sc0);
     const kernel_set *all[NVARIANTS + 1] = {kernels_variant("scalar")};
     for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
-    for (size_t v = 0; v <= NVARIANTS; v++) {
-        if (!all[v]) continue;
-        char who[32];
-        snprintf(who, sizeof who, "%s packed", all[v]->name);
-        for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
-        all[v]->matmul_packed(n, p, repack_panel_bytes(n), rows, a, as, toks, got, os);
-        if (compare_out(who, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad)) break;
-        if (v == 0) memcpy(sc, got, (size_t)toks * os * sizeof(float));
-        else if (is_exact_packed(all[v]->name))
-            for (int64_t tk = 0; tk < toks; tk++)
-                for (int64_t r = 0; r < rows; r++) {
-                    float g = got[(size_t)tk * os + (size_t)r], e = sc[(size_t)tk * os + (size_t)r];
-                    CHECKF(memcmp(&g, &e, sizeof g) == 0 || (isnan(g) && isnan(e)), "%s %s n=%lld rows=%lld toks=%lld [t%lld r%lld]: %.9g vs scalar packed %.9g",
-                           who, type_name(t), (long long)n, (long long)rows, (long long)toks, (long long)tk, (long long)r, g, e);
-                }
-        if (v == 0 && (t == TYPE_PQ2_0 || t == TYPE_PTQ1_0))
-            for (int64_t tk = 0; tk < toks; tk++)
-                for (int64_t r = 0; r < rows; r++) {
-                    float g = got[(size_t)tk * os + (size_t)r], e = ref[(size_t)tk * os + (size_t)r];
-                    CHECKF(memcmp(&g, &e, sizeof g) == 0 || (isnan(g) && isnan(e)), "scalar packed %s [t%lld r%lld]: %.9g vs ref %.9g",
-                           type_name(t), (long long)tk, (long long)r, g, e);
-                }
+    for (int l = 0; l < RP_LAYOUTS; l++) {
+        if (!repack_type_ok(t, l)) continue;
+        uint64_t pb = repack_bytes(t, l, n, rows);
+        uint8_t *pbuf = malloc(pb + 64);
+        REQUIRE(pb && pbuf);
+        uint8_t *p = pbuf + (pad ? 4 : 0); /* off 64-byte alignment too */
+        REQUIRE(repack_panels(t, l, w, ws, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p) == 0);
+        for (size_t v = 0; v <= NVARIANTS; v++) {
+            if (!all[v]) continue;
+            char who[32];
+            snprintf(who, sizeof who, "%s packed %s", all[v]->name, names[l]);
+            for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
+            all[v]->matmul_packed[l](n, p, repack_panel_bytes(n, l), rows, a, as, toks, got, os);
+            if (compare_out(who, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad)) break;
+            if (v == 0) {
+                memcpy(sc, got, (size_t)toks * os * sizeof(float));
+                if (l == RP_C2) memcpy(sc0, got, (size_t)toks * os * sizeof(float));
+                else if (same_out(who, "scalar packed c2", t, n, rows, toks, got, sc0, os)) break;
+                if ((t == TYPE_PQ2_0 || t == TYPE_PTQ1_0) && same_out(who, "ref", t, n, rows, toks, got, ref, os)) break;
+            } else if (is_exact_packed(all[v]->name) && same_out(who, "scalar packed", t, n, rows, toks, got, sc, os))
+                break;
+        }
+        free(pbuf);
     }
-    free(pbuf), free(got), free(sc);
+    free(got), free(sc), free(sc0);
 }
 
 /* One matmul case against every other variant, and repacked where the type allows; pad adds bytes
@@ -229,7 +244,7 @@ static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wm
         ks->matmul[t](n, w, ws, rows, a, as, toks, got, os);
         compare_out(ks->name, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad);
     }
-    if (repack_type_ok(t) && n % RP_K == 0) check_packed(t, n, rows, toks, w, ws, a, as, ref, os, tmp, wmode, amode, pad);
+    if (repack_type_ok(t, RP_C2) && n % RP_K == 0) check_packed(t, n, rows, toks, w, ws, a, as, ref, os, tmp, wmode, amode, pad);
     free(wbuf), free(abuf), free(tmp), free(ref), free(got);
 }
 
@@ -368,7 +383,7 @@ static void matmul_batches(void) {
 static void matmul_packed_batches(void) {
     static const int64_t toks[] = {5, 6, 9, 16, 32, 63, 64, 65, 100, 256};
     for (size_t i = 0; i < NTYPES; i++) {
-        if (!repack_type_ok(mm_types[i])) continue;
+        if (!repack_type_ok(mm_types[i], RP_C2)) continue;
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
             check_case(mm_types[i], RP_K * (1 + (int64_t)(k % 3)), 3 * RP_ROWS + 5, toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 2));
         check_case(mm_types[i], RP_K, 530, 70, W_RAW, A_RANDOM, 1);

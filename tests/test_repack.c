@@ -270,7 +270,7 @@ static void test_cache_unwritable(void) {
 
 /* A cache image of n entries (sizes and offsets filled in) for identity {1, 2, 3, 4, 5}. */
 static uint8_t *image(rc_entry *e, uint32_t n, uint64_t *total) {
-    for (uint32_t i = 0; i < n; i++) e[i].bytes = repack_bytes(e[i].type, e[i].n_in, e[i].n_out);
+    for (uint32_t i = 0; i < n; i++) e[i].bytes = repack_bytes(e[i].type, (int)e[i].layout, e[i].n_in, e[i].n_out);
     *total = rc_layout(e, n);
     uint8_t *b = calloc(1, (size_t)*total);
     rc_identity id = {1, 2, 3, 4, 5};
@@ -283,9 +283,10 @@ static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 /* rc_parse on made-up images: a valid one, then each field broken (the checksum recomputed, so
  * that the structural checks themselves are reached). Offsets are the format's (repack_cache.h):
  * header fields at 8 (version), 12 (n), 56 (file bytes), 72 (reserved); entry fields at 64 (type),
- * 68 (zero), 72 (n_in), 80 (n_out), 88 (offset), 96 (bytes). */
+ * 68 (layout), 72 (n_in), 80 (n_out), 88 (offset), 96 (bytes). */
 static void test_cache_parse(void) {
-    rc_entry e[2] = {{"blk.0.attn_q.weight", TYPE_TQ2_0, 256, 40, 0, 0}, {"blk.0.attn_k.weight", TYPE_PTQ1_0, 512, 16, 0, 0}};
+    rc_entry e[2] = {{"blk.0.attn_q.weight", TYPE_TQ2_0, RP_C2, 256, 40, 0, 0},
+                     {"blk.0.attn_k.weight", TYPE_PTQ1_0, RP_Q7, 512, 16, 0, 0}};
     uint64_t total;
     uint8_t *ok = image(e, 2, &total);
     REQUIRE(ok);
@@ -295,8 +296,9 @@ static void test_cache_parse(void) {
     trit_err err;
     CHECKF(rc_parse(ok, total, &id, &got, &n, &err) == 0, "%s", err.msg);
     CHECK(n == 2 && id.dev == 1 && id.ino == 2 && id.size == 3 && id.mtime_s == 4 && id.mtime_ns == 5);
-    CHECK(got && !strcmp(got[1].name, e[1].name) && got[1].type == TYPE_PTQ1_0 && got[1].n_in == 512 && got[1].n_out == 16 &&
-          got[0].offset == RC_ALIGN && got[1].offset == e[1].offset && got[1].bytes == repack_bytes(TYPE_PTQ1_0, 512, 16));
+    CHECK(got && !strcmp(got[1].name, e[1].name) && got[1].type == TYPE_PTQ1_0 && got[1].layout == RP_Q7 &&
+          got[1].n_in == 512 && got[1].n_out == 16 && got[0].offset == RC_ALIGN && got[1].offset == e[1].offset &&
+          got[1].bytes == repack_bytes(TYPE_PTQ1_0, RP_Q7, 512, 16) && got[1].bytes == 960 * 2);
     free(got);
     const uint8_t *t0 = ok + RC_HEADER_BYTES, *t1 = t0 + RC_ENTRY_BYTES;
     struct {
@@ -314,8 +316,10 @@ static void test_cache_parse(void) {
         {"runs past the end", 12, 0xFFFFF, 0, 0, 0},
         {"reserved", 80, 1, 1, 1, 0},
         {"tensor 0 has a bad name", (size_t)(t0 - ok), 0, 1, 1, 0},
-        {"tensor 1 has a bad name", (size_t)(t1 - ok) + 68, 1, 1, 1, 0},
-        {"tensor 0 has a type that does not repack", (size_t)(t0 - ok) + 64, TYPE_F32, 1, 1, 0},
+        {"tensor 1 has a bad name", (size_t)(t1 - ok), 0, 1, 1, 0},
+        {"tensor 0 has a type or layout that does not repack", (size_t)(t0 - ok) + 64, TYPE_F32, 1, 1, 0},
+        {"tensor 0 has a type or layout that does not repack", (size_t)(t0 - ok) + 68, RP_Q7, 1, 1, 0},
+        {"tensor 1 has a type or layout that does not repack", (size_t)(t1 - ok) + 68, RP_LAYOUTS, 1, 1, 0},
         {"tensor 1 has a bad shape or size", (size_t)(t1 - ok) + 80, 17, 0, 1, 0},
         {"tensor 0 has a bad shape or size", (size_t)(t0 - ok) + 72, 100, 0, 1, 0},
         {"tensor 1 has a misaligned or overlapping offset", (size_t)(t1 - ok) + 88, RC_ALIGN, 0, 1, 0},
@@ -330,7 +334,7 @@ static void test_cache_parse(void) {
         if (cases[k].small_write) b[cases[k].at] = (uint8_t)cases[k].value;
         else if (cases[k].at == 12) memcpy(b + 12, &(uint32_t){(uint32_t)cases[k].value}, 4);
         else put64(b + cases[k].at, cases[k].value);
-        if (k == 8) memset(b + cases[k].at, 'a', RC_NAME_BYTES); /* then no NUL at all (tensor 1's own case is the pad) */
+        if (k == 8) memset(b + cases[k].at, 'a', RC_NAME_BYTES); /* then no NUL at all */
         if (cases[k].reseal) rc_seal(b);
         got = NULL;
         int r = rc_parse(b, (size_t)total - cases[k].cut, &id, &got, &n, &err);
