@@ -154,11 +154,11 @@ typedef struct {
 
 static void rows_worker(void *arg, int ith, int nth) {
     rows_job *j = arg;
-    for (int64_t t; (t = pool_take(&j->next, j->nb)) >= 0;) j->fn(j->e, j->L, (int)t);
+    for (int64_t t; (t = pool_take(&j->next, j->nb, ith, nth)) >= 0;) j->fn(j->e, j->L, (int)t);
 }
 
 void each_row(exec *e, const layer *L, int nb, int64_t width, row_fn fn) {
-    rows_job j = {e, L, fn, nb, {0}};
+    rows_job j = {.e = e, .L = L, .fn = fn, .nb = nb};
     if (nb > 1 && width * nb >= ROWS_PARALLEL_WORK) pool_run(e->mm.pool, rows_worker, &j);
     else rows_worker(&j, 0, 1);
 }

@@ -20,7 +20,8 @@
 #define QUANT_PARALLEL_WORK (1 << 14)
 
 /* Chunks a thread's share of a one-token matmul is cut into for pool_take: enough that a thread
- * the machine slows hands its rest to the other, few enough that the counter costs nothing. */
+ * the machine slows hands its rest to the other, few enough that the counter costs nothing (a
+ * thread takes its own share's chunks in order, so they cost no cold stream starts either). */
 #define MM_DECODE_CHUNKS 16
 
 typedef struct {
@@ -63,8 +64,8 @@ static void mm_chunks(mm_job *j, int nth) {
     }
 }
 
-static void mm_direct(mm_job *j) {
-    for (int64_t c0; (c0 = pool_take(&j->next, j->n_chunks)) >= 0;) {
+static void mm_direct(mm_job *j, int ith, int nth) {
+    for (int64_t c0; (c0 = pool_take(&j->next, j->n_chunks, ith, nth)) >= 0;) {
         int i = 0;
         while (c0 >= j->chunks[i]) c0 -= j->chunks[i++];
         const weight *w = j->ws[i];
@@ -83,7 +84,7 @@ static void mm_direct(mm_job *j) {
 static void mm_worker(void *arg, int ith, int nth) {
     mm_job *j = arg;
     if (j->direct) {
-        mm_direct(j);
+        mm_direct(j, ith, nth);
         return;
     }
     float *row = j->c->rows + (size_t)ith * j->c->widest;
@@ -114,7 +115,7 @@ typedef struct {
 
 static void quant_worker(void *arg, int ith, int nth) {
     quant_job *q = arg;
-    for (int64_t t; (t = pool_take(&q->next, q->nb)) >= 0;)
+    for (int64_t t; (t = pool_take(&q->next, q->nb, ith, nth)) >= 0;)
         q->c->k->quantize_act[q->act_type](q->x + (size_t)t * q->n_in, q->c->act + t * q->stride, q->n_in);
 }
 
@@ -131,7 +132,8 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
     if (!n) return;
     mm_job j = {.c = c, .nw = n, .ws = sel, .ys = out, .x = x, .nb = nb, .direct = act_type >= 0};
     if (j.direct) {
-        quant_job q = {c, x, sel[0]->n_in, nb, (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), act_type, {0}};
+        quant_job q = {.c = c, .x = x, .n_in = sel[0]->n_in, .nb = nb,
+                       .stride = (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), .act_type = act_type};
         j.act_stride = q.stride;
         if (nb > 1 && nb * q.n_in >= QUANT_PARALLEL_WORK) pool_run(c->pool, quant_worker, &q);
         else quant_worker(&q, 0, 1);

@@ -130,9 +130,16 @@ void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t 
     if (*r1 > n) *r1 = n;
 }
 
-int64_t pool_take(pool_counter *c, int64_t n) {
-    int64_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-    return i < n ? i : -1;
+int64_t pool_take(pool_counter *c, int64_t n, int ith, int nth) {
+    const int m = nth < 1 ? 1 : nth < POOL_SHARES ? nth : POOL_SHARES;
+    for (int k = 0; k < m; k++) {
+        const int r = (ith + k) % m;
+        const int64_t r0 = n * r / m, len = n * (r + 1) / m - r0;
+        if (atomic_load_explicit(&c->share[r].taken, memory_order_relaxed) >= len) continue;
+        const int64_t i = atomic_fetch_add_explicit(&c->share[r].taken, 1, memory_order_relaxed);
+        if (i < len) return r0 + i;
+    }
+    return -1;
 }
 
 void pool_free(pool *p) {

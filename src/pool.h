@@ -19,12 +19,19 @@ void pool_run(pool *p, pool_fn fn, void *arg);
  * kernels keep their blocking); the same n and nth always split the same way. */
 void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1);
 /* Items [0, n) handed out one at a time to whichever thread asks next, so that a thread the
- * machine slows (a busy sibling, a preemption) takes fewer: zero the counter before pool_run,
- * then each thread takes items until pool_take returns -1. */
+ * machine slows (a busy sibling, a preemption) takes fewer. Thread ith first takes the items of
+ * its own contiguous share of [0, n) in order, then what is left of the others': a thread's
+ * weight streams then run on from one item into the next instead of starting cold at another
+ * thread's leftovers (packed decode 1.05-1.2x against one shared counter). Zero the counter before
+ * pool_run, then each thread takes items until pool_take returns -1. */
+enum { POOL_SHARES = 8 }; /* threads past it share the shares */
 typedef struct {
-    _Atomic int64_t next;
+    struct {
+        _Atomic int64_t taken;
+        char pad[56]; /* one cache line each: owners do not contend */
+    } share[POOL_SHARES];
 } pool_counter;
-int64_t pool_take(pool_counter *c, int64_t n);
+int64_t pool_take(pool_counter *c, int64_t n, int ith, int nth);
 /* Physical cores of this machine (at least 1). */
 int pool_physical_cores(void);
 

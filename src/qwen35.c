@@ -392,7 +392,7 @@ static void delta_heads(void *arg, int ith, int nth) {
     int conv_dim = 2 * n_k * d + n_v * d, inner = n_v * d;
     float *scratch = e->scores + (size_t)ith * e->scores_per_thread, *lg = scratch, *beta = lg + nb, *work = beta + nb;
     const vec_ops vo = pick_vec(e->mm.k);
-    for (int64_t h0; (h0 = pool_take(&j->next, n_v)) >= 0;) {
+    for (int64_t h0; (h0 = pool_take(&j->next, n_v, ith, nth)) >= 0;) {
         int h = (int)h0, kh = h % n_k; /* value heads are tiled over key heads in GGUF order */
         for (int t = 0; t < nb; t++) {
             const float *a = e->ab + (size_t)t * n_v, *b = e->ab + (size_t)nb * n_v + (size_t)t * n_v;
@@ -441,7 +441,7 @@ static void gated_deltanet(exec *e, const layer *L, int nb) {
             for (int i = 0; i < d; i++) q[h * d + i] *= qscale;
         }
     }
-    delta_job j = {e, L, nb, {0}};
+    delta_job j = {.e = e, .L = L, .nb = nb};
     if ((int64_t)nb * n_v * d * d < (1 << 16)) delta_heads(&j, 0, 1);
     else pool_run(e->mm.pool, delta_heads, &j);
     if (e->m->rot.gdn_v_grouped) /* ssm_out reads heads grouped by key head: tiled (r, k) -> (k, r) */

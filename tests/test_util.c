@@ -1,7 +1,11 @@
 /* util: half-precision conversions, checked exhaustively against exact arithmetic in double. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <stdatomic.h>
+
+#include "pool.h"
 #include "test.h"
 #include "util.h"
 
@@ -114,7 +118,46 @@ static void bf16_all(void) {
     CHECK(f32_to_bf16(NAN) == 0x7fc0 && f32_to_bf16(INFINITY) == 0x7f80);
 }
 
+/* pool_take: one thread alone takes its own share in order, then the others' in order; threads
+ * together take every item exactly once, for more threads than shares too. */
+typedef struct {
+    pool_counter c;
+    int64_t n;
+    _Atomic int count[1000];
+} take_job;
+
+static void take_worker(void *arg, int ith, int nth) {
+    take_job *j = arg;
+    for (int64_t i; (i = pool_take(&j->c, j->n, ith, nth)) >= 0;) atomic_fetch_add(&j->count[i], 1);
+}
+
+static void pool_take_items(void) {
+    pool_counter c;
+    memset(&c, 0, sizeof c);
+    static const int64_t want[10] = {5, 6, 7, 8, 9, 0, 1, 2, 3, 4}; /* thread 1 of 2 over 10 items */
+    for (int k = 0; k < 10; k++) CHECKF(pool_take(&c, 10, 1, 2) == want[k], "take %d", k);
+    CHECK(pool_take(&c, 10, 1, 2) == -1 && pool_take(&c, 10, 0, 2) == -1);
+    static const int threads[] = {1, 2, 3, 9, 12};
+    static const int64_t ns[] = {0, 1, 2, 7, 64, 1000};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        pool *p = pool_new(threads[t]);
+        REQUIRE(p);
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            take_job *j = calloc(1, sizeof *j);
+            REQUIRE(j);
+            j->n = ns[k];
+            pool_run(p, take_worker, j);
+            for (int64_t i = 0; i < ns[k]; i++)
+                CHECKF(j->count[i] == 1, "%d threads, %lld items: item %lld taken %d times", threads[t], (long long)ns[k],
+                       (long long)i, j->count[i]);
+            free(j);
+        }
+        pool_free(p);
+    }
+}
+
 const test_case util_tests[] = {
+    {"pool_take_items", pool_take_items},
     {"f16_to_f32_exact", f16_to_f32_exact},
     {"f16_round_trip_all", f16_round_trip_all},
     {"f32_to_f16_ties_to_even", f32_to_f16_ties_to_even},
