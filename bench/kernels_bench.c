@@ -77,9 +77,6 @@ static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
 
 static const char *const layout_names[RP_LAYOUTS] = {"c2", "q7"};
 
-/* The layout a set packs type t in (as repack_load.c chooses it). */
-static int layout_for(const kernel_set *ks, uint32_t t) { return repack_type_ok(t, ks->trit_layout) ? ks->trit_layout : RP_C2; }
-
 /* The packed layout l of the same rows (repack.h), replicated the same way; NULL when the type has none. */
 static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
     *mat = (size_t)repack_bytes(t, l, n, rows);
@@ -147,7 +144,7 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
         printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f GMAC/s\n",
                tt->name, (long long)rows, (long long)n, ks->name, f[0], 100.0 * f[0] / ref_gbs, f[1], f[2], f[3]);
         for (int l = 0; l < RP_LAYOUTS; l++) { /* the set's layout, and c2 beside it */
-            if (!packed[l] || (l != RP_C2 && l != layout_for(ks, t))) continue;
+            if (!packed[l] || (l != RP_C2 && l != repack_layout(t, ks->trit_layout))) continue;
             /* GB/s of packed bytes, and of the file bytes the same rows take (what decode costs per token) */
             measure(ks->matmul_packed[l], packed[l], pmat[l], pcopies[l], (size_t)repack_panel_bytes(n, l), RP_ROWS, n, rows, few,
                     act, arow, PP, out, p);
@@ -213,7 +210,7 @@ static uint8_t *make_act(const type_traits *at, int64_t n, size_t arow, int nt) 
  * on the file's layout, rows in ops.c's blocks. */
 static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
     const kernel_set *best = kernels_get();
-    const int l = layout_for(best, t); /* avx512 and amx pack alike */
+    const int l = repack_layout(t, best->trit_layout); /* avx512 and amx pack alike */
     if (!repack_type_ok(t, RP_C2) || n % RP_K) return;
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     const size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
@@ -250,7 +247,7 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
  * sets, best of 10 runs taken in turns (a slow spell of the machine hits both alike). */
 static void bench_batch(uint32_t t) {
     if (!repack_type_ok(t, RP_C2)) return;
-    const int l = layout_for(kernels_get(), t);
+    const int l = repack_layout(t, kernels_get()->trit_layout);
     const type_traits *tt = type_get(t), *at = type_get((uint32_t)tt->vec_dot_type);
     static const int64_t shapes[3][2] = {{2048, 2048}, {6144, 2048}, {2048, 6144}};
     enum { NT = 6, NV = 2 };

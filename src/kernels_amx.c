@@ -183,6 +183,7 @@ static void panels(int L, int64_t ng, const uint8_t *w, size_t w_stride, int64_t
             int merge = 1;
             for (int b = 0; b < nb; b++) {
                 const uint8_t *s = wg + (size_t)b * w_stride + cb;
+                /* each layout's unpack loop on its own, with no test inside */
                 if (L == RP_Q7) unpack(RP_Q7, wg + (size_t)b * w_stride, bt[b][0]);
                 else unpack(RP_C2, wg + (size_t)b * w_stride, bt[b][0]);
                 for (int h = 0; h < 2; h++) sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));

@@ -29,6 +29,8 @@ int repack_type_ok(uint32_t type, int layout) {
     return layout == RP_C2 && (type == TYPE_TQ1_0 || type == TYPE_TQ2_0 || type == TYPE_PQ2_0 || type == TYPE_PTQ1_0);
 }
 
+int repack_layout(uint32_t type, int preferred) { return repack_type_ok(type, preferred) ? preferred : RP_C2; }
+
 uint64_t repack_panel_bytes(int64_t n_in, int layout) { return (uint64_t)(n_in / RP_K) * repack_group_bytes(layout); }
 
 uint64_t repack_bytes(uint32_t type, int layout, int64_t n_in, int64_t n_out) {
@@ -56,6 +58,13 @@ static void row_group(uint32_t type, const uint8_t *row, int64_t g, uint8_t *cod
 static unsigned q7_get(const uint8_t *chunk, int n) {
     const int bit = 7 * n;
     return (unsigned)((chunk[bit / 8] | (bit / 8 + 1 < RP_Q7_CHUNK ? chunk[bit / 8 + 1] << 8 : 0)) >> (bit % 8)) & 127;
+}
+
+/* Byte n of chunk c of the group at w as RP_C2 holds it, in either layout. */
+static uint8_t chunk_byte(int layout, const uint8_t *w, int c, int n) {
+    if (layout == RP_C2) return w[64 * c + n];
+    const unsigned q = q7_get(w + RP_Q7_CHUNK * c, n);
+    return (uint8_t)(repack_q7_table[q & 63] | q >> 5 << 6);
 }
 
 static void q7_put(uint8_t *chunk, int n, unsigned q) {
@@ -107,9 +116,7 @@ float repack_vec_dot(int layout, int64_t n, const uint8_t *w, int r, const void 
         for (int h = 0; h < 2; h++) {
             int isum = 0;
             for (int e = h * RP_K / 2; e < (h + 1) * RP_K / 2; e++) {
-                const int c = e / 16, byte = 4 * r + e % 4;
-                const unsigned q = layout == RP_Q7 ? q7_get(w + RP_Q7_CHUNK * c, byte) : 0;
-                const uint8_t b = layout == RP_C2 ? w[64 * c + byte] : (uint8_t)(repack_q7_table[q & 63] | q >> 5 << 6);
+                const uint8_t b = chunk_byte(layout, w, e / 16, 4 * r + e % 4);
                 isum += (((b >> (2 * (e % 16 / 4))) & 3) - 1) * y[g].qs[e];
             }
             s = fmaf((float)isum, f16_to_f32(rd_u16(w + cb + 2 * (RP_ROWS * h + r))) * y[g].d, s);

@@ -42,6 +42,10 @@ extern const uint8_t repack_q7_table[64];
 /* 1 when weights of this type can be repacked in the layout. */
 int repack_type_ok(uint32_t type, int layout);
 
+/* The layout a type is packed in where a kernel set prefers `preferred` (kernel_set.trit_layout):
+ * that one when the type takes it, else RP_C2. */
+int repack_layout(uint32_t type, int preferred);
+
 /* Bytes of one panel of rows of n_in elements (n_in % RP_K == 0). */
 uint64_t repack_panel_bytes(int64_t n_in, int layout);
 

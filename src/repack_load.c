@@ -32,11 +32,6 @@ typedef struct {
 
 static int packable(const weight *w) { return w->data && repack_type_ok(w->type, RP_C2) && w->n_in % RP_K == 0; }
 
-/* The layout of w's type in this process's kernel set. */
-static int layout_of(const weight *w) {
-    const int l = kernels_get()->trit_layout;
-    return repack_type_ok(w->type, l) ? l : RP_C2;
-}
 
 static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
@@ -70,7 +65,7 @@ static int plan_make(model *m, plan *p, trit_err *err) {
         p->slot[k] = (int)i;
         if (i < p->n) continue;
         p->src[p->n] = p->all[k];
-        const int l = layout_of(w);
+        const int l = repack_layout(w->type, kernels_get()->trit_layout);
         p->e[p->n++] = (rc_entry){w->name, w->type, (uint32_t)l, w->n_in, w->n_out, 0, repack_bytes(w->type, l, w->n_in, w->n_out)};
     }
     p->total = rc_layout(p->e, p->n);
