@@ -838,6 +838,19 @@ static int authorized(const server *sv, const route_headers *h) {
     return 0;
 }
 
+/* An origin whose host is this machine: localhost, 127.0.0.1 or [::1], then a port or nothing
+ * (a prefix alone would let http://localhost.example.com in). */
+static int local_origin(const char *origin) {
+    const char *h = strstr(origin, "://");
+    h = h ? h + 3 : origin;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        size_t k = strlen(hosts[i]);
+        if (!strncmp(h, hosts[i], k) && (h[k] == '\0' || h[k] == ':')) return 1;
+    }
+    return 0;
+}
+
 const char *route_cors(const server *sv, const char *origin) {
     const char *list = sv->cfg.cors_origins;
     if (!origin || !list || !*list) return NULL;
@@ -845,11 +858,7 @@ const char *route_cors(const server *sv, const char *origin) {
     while (*p) {
         size_t n = strcspn(p, ",");
         if ((n == 1 && *p == '*') || (strlen(origin) == n && !strncmp(origin, p, n))) return origin;
-        if (n == 9 && !strncmp(p, "localhost", 9)) {
-            const char *h = strstr(origin, "://");
-            h = h ? h + 3 : origin;
-            if (!strncmp(h, "localhost", 9) || !strncmp(h, "127.0.0.1", 9)) return origin;
-        }
+        if (n == 9 && !strncmp(p, "localhost", 9) && local_origin(origin)) return origin;
         p += n + (p[n] == ',');
     }
     return NULL;

@@ -540,6 +540,35 @@ static void test_cancel(void) {
     close_server(sv);
 }
 
+static void tweak_timeout(srv_config *c) { c->timeout_s = 1, c->n_parallel = 1, c->n_ctx = 65536; }
+
+/* --timeout: a generation that runs past it ends (as a length limit) with what it has, and a
+ * request that waited that long for a free slot gets 503; the server goes on. */
+static void test_timeout(void) {
+    server *sv = open_with(tweak_timeout);
+    REQUIRE(sv);
+    const char *body = "{\"prompt\":\"Once\",\"n_predict\":-1,\"ignore_eos\":true}";
+    route_reply a, b;
+    const double t0 = now_s();
+    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &a);
+    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &b);
+    REQUIRE(a.task && b.task);
+    route_await(sv, &a, NULL, NULL);
+    route_await(sv, &b, NULL, NULL);
+    const double dt = now_s() - t0;
+    CHECKF(dt >= 1.0 && dt < 30.0, "ended after %.2f s (timeout 1 s)", dt);
+    json_t *ja = json_loads(a.body ? a.body : "", 0, NULL), *jb = json_loads(b.body ? b.body : "", 0, NULL);
+    CHECKF(a.status == 200 && ja, "first: status %d %s", a.status, a.body ? a.body : "");
+    const json_int_t n = json_integer_value(json_object_get(ja, "tokens_predicted"));
+    CHECKF(n > 0 && n < 65000, "first: %lld tokens", (long long)n);
+    CHECK(jpath_str(ja, "stop_type", NULL) && !strcmp(jpath_str(ja, "stop_type", NULL), "limit"));
+    CHECKF(b.status == 503 && jb, "second: status %d %s", b.status, b.body ? b.body : "");
+    if (jb) check_error(jb, 503, "unavailable_error");
+    json_decref(ja), json_decref(jb), free(a.body), free(b.body);
+    check_alive(sv);
+    close_server(sv);
+}
+
 /* ---- errors: each one answered in llama-server's shape, and the server goes on ---- */
 
 static void test_error_400_json(void) {
@@ -704,6 +733,26 @@ static void test_textout(void) {
     CHECK(utf8_complete("\xE2\x82", 2) == 0 && utf8_complete("\xE2\x82\xAC", 3) == 3);
 }
 
+/* --cors-origins: which Origin headers get CORS headers back (http.c echoes what this returns). */
+static void test_cors(void) {
+    server sv = {0};
+    srv_config_defaults(&sv.cfg);
+    CHECK(route_cors(&sv, "https://app.example.com") && !route_cors(&sv, NULL)); /* default "*" */
+    sv.cfg.cors_origins = "https://a.example.com,localhost";
+    static const struct {
+        const char *origin;
+        int allowed;
+    } cases[] = {{"https://a.example.com", 1}, {"https://b.example.com", 0},   {"https://a.example.com.evil", 0},
+                 {"http://localhost", 1},      {"http://localhost:3000", 1},   {"http://127.0.0.1:8080", 1},
+                 {"http://[::1]:5173", 1},     {"http://localhost.evil.com", 0}, {"http://127.0.0.1.evil.com", 0},
+                 {"http://evil.com", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECKF(!!route_cors(&sv, cases[i].origin) == cases[i].allowed, "%s: allowed %d, want %d", cases[i].origin,
+               !!route_cors(&sv, cases[i].origin), cases[i].allowed);
+    sv.cfg.cors_origins = "";
+    CHECK(!route_cors(&sv, "http://localhost"));
+}
+
 /* ---- the CLI ---- */
 
 static void test_serve_flags(void) {
@@ -744,6 +793,7 @@ const test_case server_tests[] = {
     {"concurrent", test_concurrent},
     {"slow_reader", test_slow_reader},
     {"cancel", test_cancel},
+    {"timeout", test_timeout},
     {"sse_ping", test_sse_ping},
     {"error_400_json", test_error_400_json},
     {"error_400_fields", test_error_400_fields},
@@ -753,6 +803,7 @@ const test_case server_tests[] = {
     {"error_413", test_error_413},
     {"error_503", test_error_503},
     {"textout", test_textout},
+    {"cors", test_cors},
     {"serve_flags", test_serve_flags},
     {0},
 };
