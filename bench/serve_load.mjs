@@ -4,9 +4,13 @@
 // ask for exactly BENCH_TOKENS tokens (ignore_eos: synthesised models emit random text), and one
 // that gets fewer counts as a failure. Streams start spread over one single-stream request time,
 // as independent clients arrive; the aggregate rate counts that ramp too. First it times the
-// engine alone with `trit bench` (tg: one sequence's decode rate; pp8: 8 tokens per forward
-// pass, the ceiling of 8 batched streams); slots/pass is the mean number of requests each of
-// the scheduler's forward passes carried.
+// engine alone with `trit bench` (tg: one sequence's decode rate; ppP: a request's prompt in
+// one pass; pp8: 8 tokens per pass, as 8 decoding streams; pp512: the engine's best rate per
+// row), and from those rates the most that 8 streams could gain over 1 for this mix: a single
+// request costs P/ppP + (N-1)/tg; no scheduler can process a request's P + N - 1 rows faster
+// than at the pp512 rate (the ceiling), and one that ran prompts alone and decodes in 8-row
+// passes would take P/ppP + (N-1)/pp8. slots/pass is the mean number of requests each of the
+// scheduler's forward passes carried.
 // Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
 // BENCH_TOKENS per request, BENCH_THREADS, BENCH_SERVE_ARGS). Exits non-zero if any request fails.
 import { execFileSync, spawn } from 'node:child_process';
@@ -69,12 +73,14 @@ async function one(base, i) {
   return { ttft, tokens, prompt, ms: performance.now() - t0 };
 }
 
-// The engine's own rates (tokens/s) for one sequence's decode and for 8-token passes.
-function engineRates() {
-  const args = ['bench', '-m', MODEL, '-p', '8', '-n', String(TOKENS), '-r', '3', '-o', 'jsonl'];
+// The engine's own rates (tokens/s): one sequence's decode, a prompt of p tokens, 8-token
+// passes and 512-token passes.
+function engineRates(p) {
+  const args = ['bench', '-m', MODEL, '-p', `8,${p},512`, '-n', String(TOKENS), '-r', '3', '-o', 'jsonl'];
   if (THREADS !== '0') args.push('-t', THREADS);
   const rows = execFileSync(BIN, args, { encoding: 'utf8' }).trim().split('\n').map((l) => JSON.parse(l));
-  return { pp8: rows.find((r) => r.n_prompt === 8).avg_ts, tg: rows.find((r) => r.n_gen > 0).avg_ts };
+  const pp = (k) => rows.find((r) => r.n_prompt === k).avg_ts;
+  return { pp8: pp(8), ppP: pp(p), pp512: pp(512), tg: rows.find((r) => r.n_gen > 0).avg_ts };
 }
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
@@ -108,12 +114,15 @@ async function level(base, n, ramp_ms) {
   return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), ms, prompt, per_pass, allps };
 }
 
-const eng = engineRates();
 const srv = await start();
 let failed = 0;
 try {
-  await one(srv.base, -1); // warm-up
-  console.log(`engine alone (trit bench): tg${TOKENS} ${eng.tg.toFixed(1)} tok/s, pp8 ${eng.pp8.toFixed(1)} tok/s`);
+  const P = (await one(srv.base, 0)).prompt; // warm-up; the prompt length of every request
+  const eng = engineRates(P), single = P / eng.ppP + (TOKENS - 1) / eng.tg;
+  const ceiling = single / ((P + TOKENS - 1) / eng.pp512), apart = single / (P / eng.ppP + (TOKENS - 1) / eng.pp8);
+  console.log(`engine alone (trit bench): tg${TOKENS} ${eng.tg.toFixed(1)}, pp${P} ${eng.ppP.toFixed(1)}, ` +
+    `pp8 ${eng.pp8.toFixed(1)}, pp512 ${eng.pp512.toFixed(1)} tok/s; 8 streams over 1 for this mix: ` +
+    `ceiling x${ceiling.toFixed(2)} (every row at the pp512 rate), x${apart.toFixed(2)} with prompts alone and 8-row decodes`);
   const rows = [];
   for (const n of LEVELS) {
     const r = await level(srv.base, n, rows.length ? rows[0].ms : 0);
