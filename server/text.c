@@ -7,33 +7,31 @@
 
 static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
-/* ChatML with a trailing assistant message left open: the reply continues it (llama-server's
- * prefill), which a chat template cannot express. */
-static char *render_prefill(const chat_msg *msgs, int n) {
-    strbuf b = {0};
-    sb_add(&b, "", 0);
-    for (int i = 0; i < n; i++) {
-        sb_str(&b, "<|im_start|>");
-        sb_str(&b, msgs[i].role);
-        sb_str(&b, "\n");
-        sb_str(&b, msgs[i].content);
-        if (i < n - 1) sb_str(&b, "<|im_end|>\n");
-    }
-    return b.s;
-}
-
+/* A trailing assistant message is continued, as llama-server does it: the messages before it
+ * are rendered with the generation prompt, and its text follows as the reply's start (prefill). */
 char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
                   char *err, size_t errlen) {
-    if (n > 0 && !strcmp(msgs[n - 1].role, "assistant")) return render_prefill(msgs, n);
-    trit_chat_message *tm = calloc((size_t)(n > 0 ? n : 1), sizeof *tm);
+    const int prefill = n > 0 && !strcmp(msgs[n - 1].role, "assistant");
+    const int nr = prefill ? n - 1 : n;
+    trit_chat_message *tm = calloc((size_t)(nr > 0 ? nr : 1), sizeof *tm);
     if (!tm) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    for (int i = 0; i < n; i++) tm[i].role = msgs[i].role, tm[i].content = msgs[i].content;
-    char *out = m ? trit_model_chat_render(m, NULL, tm, n, add_generation_prompt, enable_thinking, err, errlen)
-                  : trit_chat_render(NULL, tm, n, add_generation_prompt, enable_thinking, err, errlen);
+    for (int i = 0; i < nr; i++) tm[i].role = msgs[i].role, tm[i].content = msgs[i].content;
+    if (prefill) add_generation_prompt = 1;
+    char *out = m ? trit_model_chat_render(m, NULL, tm, nr, add_generation_prompt, enable_thinking, err, errlen)
+                  : trit_chat_render(NULL, tm, nr, add_generation_prompt, enable_thinking, err, errlen);
     free(tm);
+    if (out && prefill) {
+        strbuf b = {0};
+        sb_str(&b, out);
+        sb_str(&b, msgs[n - 1].content);
+        free(out);
+        out = NULL;
+        if (b.oom) sb_free(&b), snprintf(err, errlen, "out of memory");
+        else out = b.s;
+    }
     return out;
 }
 

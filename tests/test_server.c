@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../server/server.h"
+#include "gguf_edit.h"
 #include "test.h"
 
 /* ---- harness ---- */
@@ -292,6 +294,30 @@ static void test_apply_template(void) {
     CHECK(!strcmp(jpath_str(c, "prompt", NULL), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nSure"));
     json_decref(a), json_decref(b), json_decref(c);
     close_server(sv);
+}
+
+static char templated_model[64];
+static void tweak_templated(srv_config *c) { c->model_path = templated_model; }
+
+/* A trailing assistant message is continued under the model's own template (here not ChatML):
+ * the messages before it with the generation prompt, then its text. */
+static void test_prefill_template(void) {
+    static const char tmpl[] = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+                               "{% if add_generation_prompt %}[assistant] {% endif %}";
+    snprintf(templated_model, sizeof templated_model, "/tmp/trit-test-%d-tmpl.gguf", (int)getpid());
+    const gguf_kv kv = {.key = "tokenizer.chat_template", .type = GGUF_STRING, .n = 1, .v.str = {sizeof tmpl - 1, (char *)tmpl}};
+    REQUIRE(!gguf_copy_edit(shared_path("data/models/stories260K.gguf"), templated_model, kv.key, &kv, NULL));
+    server *sv = open_with(tweak_templated);
+    if (sv) {
+        json_t *a = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 200);
+        CHECK(!strcmp(jpath_str(a, "prompt", NULL), "[user] hi\n[assistant] "));
+        json_t *b = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                         "{\"role\":\"assistant\",\"content\":\"Sure\"}]}", 200);
+        CHECKF(!strcmp(jpath_str(b, "prompt", NULL), "[user] hi\n[assistant] Sure"), "%s", jpath_str(b, "prompt", NULL));
+        json_decref(a), json_decref(b);
+        close_server(sv);
+    }
+    remove(templated_model);
 }
 
 /* A reply that starts inside a think block (here by prefill) comes back as reasoning_content. */
@@ -784,6 +810,7 @@ const test_case server_tests[] = {
     {"native_stream", test_native_stream},
     {"tokenize_detokenize", test_tokenize_detokenize},
     {"apply_template", test_apply_template},
+    {"prefill_template", test_prefill_template},
     {"reasoning", test_reasoning},
     {"metrics", test_metrics},
     {"stop_and_bias", test_stop_and_bias},
