@@ -75,8 +75,6 @@ static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
     return pool;
 }
 
-static const char *const layout_names[RP_LAYOUTS] = {"c2", "q7"};
-
 /* The packed layout l of the same rows (repack.h), replicated the same way; NULL when the type has none. */
 static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
     *mat = (size_t)repack_bytes(t, l, n, rows);
@@ -151,12 +149,13 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
             double src = p[0] * (double)mat / (double)pmat[l];
             printf("%-7s %5lldx%-6lld %-7s packed %s decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, cached %6.2f GB/s, "
                    "pp8 %7.2f, pp64 %7.2f GMAC/s; vs file layout: decode (tokens/s) x%.2f, pp8 x%.2f, pp64 x%.2f\n",
-                   tt->name, (long long)rows, (long long)n, ks->name, layout_names[l], p[0], 100.0 * p[0] / ref_gbs, src, p[1],
+                   tt->name, (long long)rows, (long long)n, ks->name, repack_layout_name(l), p[0], 100.0 * p[0] / ref_gbs, src, p[1],
                    p[2], p[3], src / f[0], p[2] / f[2], p[3] / f[3]);
         }
         fflush(stdout);
     }
-    free(pool), free(packed[RP_C2]), free(packed[RP_Q7]), free(x), free(out), free(act);
+    for (int l = 0; l < RP_LAYOUTS; l++) free(packed[l]);
+    free(pool), free(x), free(out), free(act);
 }
 
 /* GMAC/s of one matmul over rows [0, rows) handed out in blocks of `block` rows as ops.c does
@@ -229,7 +228,7 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
         int file = v == 0; /* the file-layout GEMM once, from the avx512 set */
         for (int f = file; f >= 0; f--) {
             if (!f && ks->matmul_packed[l] == sc->matmul_packed[l]) continue;
-            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : layout_names[l]);
+            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : repack_layout_name(l));
             for (int i = 0; i < NT; i++)
                 printf(" pp%-3d %7.1f", toks[i],
                        f ? batch_gmacs(ks->matmul[t], w, wrow, 1, n, rows, ops_block(wrow, 0), act, arow, toks[i], out)
@@ -273,7 +272,7 @@ static void bench_batch(uint32_t t) {
                                                                     act, arow, toks[i], out));
             for (int v = 0; v < NV; v++) {
                 if (!ks[v]) continue;
-                printf("%-7s %5lldx%-6lld %-7s %s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name, layout_names[l],
+                printf("%-7s %5lldx%-6lld %-7s %s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name, repack_layout_name(l),
                        dram ? "memory" : "cached");
                 for (int i = 0; i < NT; i++) printf(" pp%-3d %6.1f", toks[i], best[v][i]);
                 printf(" GMAC/s\n");

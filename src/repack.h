@@ -30,6 +30,9 @@ enum { RP_ROWS = 16, RP_K = 256, RP_SCALE_BYTES = 2 * RP_ROWS * 2 };
 enum { RP_C2, RP_Q7, RP_LAYOUTS }; /* the layouts above */
 enum { RP_Q7_CHUNK = 56 };
 
+/* A layout's short name ("c2", "q7"), as benchmarks and test messages print it. */
+static inline const char *repack_layout_name(int layout) { return layout == RP_Q7 ? "q7" : "c2"; }
+
 /* Bytes of a group's codes in a layout; its scales start there. */
 static inline uint64_t repack_code_bytes(int layout) { return layout == RP_Q7 ? 16 * RP_Q7_CHUNK : 16 * 64; }
 static inline uint64_t repack_group_bytes(int layout) { return repack_code_bytes(layout) + RP_SCALE_BYTES; }

@@ -32,7 +32,6 @@ typedef struct {
 
 static int packable(const weight *w) { return w->data && repack_type_ok(w->type, RP_C2) && w->n_in % RP_K == 0; }
 
-
 static void plan_free(plan *p) {
     free(p->all), free(p->slot), free(p->e), free(p->src);
 }

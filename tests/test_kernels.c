@@ -188,7 +188,6 @@ static int same_out(const char *who, const char *what, uint32_t t, int64_t n, in
 
 static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
                          const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode, int pad) {
-    static const char *const names[RP_LAYOUTS] = {"c2", "q7"};
     float *got = malloc((size_t)toks * os * sizeof(float)), *sc = malloc((size_t)toks * os * sizeof(float)),
           *sc0 = malloc((size_t)toks * os * sizeof(float));
     REQUIRE(got && sc && sc0);
@@ -204,7 +203,7 @@ static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, cons
         for (size_t v = 0; v <= NVARIANTS; v++) {
             if (!all[v]) continue;
             char who[32];
-            snprintf(who, sizeof who, "%s packed %s", all[v]->name, names[l]);
+            snprintf(who, sizeof who, "%s packed %s", all[v]->name, repack_layout_name(l));
             for (size_t i = 0; i < (size_t)toks * os; i++) got[i] = -12345.0f;
             all[v]->matmul_packed[l](n, p, repack_panel_bytes(n, l), rows, a, as, toks, got, os);
             if (compare_out(who, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad)) break;

@@ -1,9 +1,9 @@
-/* util: half-precision conversions, checked exhaustively against exact arithmetic in double. */
+/* util: half-precision conversions, checked exhaustively against exact arithmetic in double, and
+ * the thread pool's item hand-out. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdatomic.h>
 
 #include "pool.h"
 #include "test.h"
