@@ -21,7 +21,7 @@ LDLIBS  := -ljansson -lutf8proc -lmicrohttpd -lm -lpthread
 # line editing for trit chat; the library does not need it
 CLI_LDLIBS := -ledit
 
-LIB_SRC  := $(wildcard src/*.c)
+LIB_SRC  := $(shell find src -name '*.c' | sort)
 CLI_SRC  := $(wildcard cli/*.c)
 SRV_SRC  := $(wildcard server/*.c)
 TEST_SRC := $(wildcard tests/*.c)
@@ -34,16 +34,18 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
-# an instruction the CPU lacks (src/kernels.c picks at run time). Off-target files compile empty.
+# an instruction the CPU lacks (src/kernels/kernels.c picks at run time). Off-target folders
+# compile empty.
 MACHINE := $(shell $(CC) -dumpmachine)
 ifneq ($(findstring x86_64,$(MACHINE)),)
-$(BUILD)/src/kernels_avx2.o: ISA := -mavx2 -mfma -mf16c
-$(BUILD)/src/kernels_avxvnni.o: ISA := -mavx2 -mfma -mf16c -mavxvnni
-$(BUILD)/src/kernels_avx512.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-$(BUILD)/src/kernels_amx.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mgfni -mamx-tile -mamx-int8
+X86 := $(BUILD)/src/kernels/x86
+$(X86)/avx2.o:    ISA := -mavx2 -mfma -mf16c
+$(X86)/avxvnni.o: ISA := -mavx2 -mfma -mf16c -mavxvnni
+$(X86)/avx512.o:  ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+$(X86)/amx.o:     ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mgfni -mamx-tile -mamx-int8
 endif
 ifneq ($(findstring aarch64,$(MACHINE)),)
-$(BUILD)/src/kernels_neon.o: ISA := -march=armv8.2-a+dotprod
+$(BUILD)/src/kernels/arm/%.o: ISA := -march=armv8.2-a+dotprod
 endif
 
 $(BUILD)/%.o: %.c
@@ -143,7 +145,8 @@ fuzz-request: $(FUZZ_REQ_BIN)
 # CPU that has dotprod, then on one without (which must fall back to scalar). Needs
 # gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
 ARM_CC  ?= aarch64-linux-gnu-gcc
-ARM_SRC := src/kernels.c src/kernels_neon.c src/quants.c src/quants_ternary.c src/repack.c src/types.c src/util.c \
+ARM_SRC := src/kernels/kernels.c src/kernels/arm/neon.c src/types/quants.c src/types/quants_ternary.c src/types/repack.c \
+           src/types/types.c src/base/util.c \
            tests/test_kernels.c tests/main.c
 arm-test:
 	$(MAKE) BUILD=build/arm CC=$(ARM_CC) build/arm/kernels-tests

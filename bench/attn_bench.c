@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "attn.h"
+#include "backend/cpu/attn.h"
 
 /* CPU time of this thread: a shared machine's time slices given to others do not count. */
 static double now(void) {

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels.h"
-#include "repack.h"
+#include "kernels/kernels.h"
+#include "types/repack.h"
 #include "stream_read.h"
-#include "types.h"
+#include "types/types.h"
 
 #define POOL_BYTES ((size_t)1 << 30)
 

@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "cli.h"
-#include "perplexity.h"
+#include "tools/perplexity.h"
 #include "trit.h"
 
 static const char *usage =

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "calib.h"
+#include "quant/calib.h"
 #include "cli.h"
-#include "imatrix.h"
-#include "quantize.h"
-#include "types.h"
+#include "quant/imatrix.h"
+#include "quant/quantize.h"
+#include "types/types.h"
 
 static const char *usage =
     "usage: trit quantize [options] IN OUT.gguf TYPE [threads]\n"

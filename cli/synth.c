@@ -6,8 +6,8 @@
 
 #include "args.h"
 #include "cli.h"
-#include "synth.h"
-#include "types.h"
+#include "tools/synth.h"
+#include "types/types.h"
 
 static const char *usage =
     "usage: trit synth --arch llama|qwen3|qwen35 (--shape NAME | --dims k=v,...) --type T -o FILE\n"

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 static volatile uint64_t sink;
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "jinja.h"
+#include "text/jinja/jinja.h"
 
 static json_t *context(void) {
     json_error_t je;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "repack.h"
-#include "repack_cache.h"
+#include "types/repack.h"
+#include "backend/cpu/repack_cache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *b = malloc(size ? size : 1);

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "convert/safetensors.h"
 
 static volatile uint64_t sink;
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "trit.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- configuration (cli/serve.c fills it from flags and LLAMA_ARG_* variables) ---- */
 typedef struct {

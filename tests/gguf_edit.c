@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "test.h"
-#include "types.h"
+#include "types/types.h"
 
 void tensor_keep(const gguf_tensor *t, float *data) { (void)t, (void)data; }
 

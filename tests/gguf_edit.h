@@ -3,7 +3,7 @@
 #ifndef TRIT_TEST_GGUF_EDIT_H
 #define TRIT_TEST_GGUF_EDIT_H
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 typedef void (*tensor_edit)(const gguf_tensor *t, float *data);
 

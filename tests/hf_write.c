@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "test.h"
-#include "tokenizer.h"
-#include "types.h"
+#include "text/tokenizer.h"
+#include "types/types.h"
 
 int hf_write_safetensors(const char *path, const hf_wtensor *t, int n) {
     json_t *h = json_object();

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn.h"
-#include "kernels.h"
+#include "backend/cpu/attn.h"
+#include "kernels/kernels.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
 static float frand(float scale) {

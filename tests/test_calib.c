@@ -7,17 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "calib.h"
-#include "gguf.h"
-#include "gptq.h"
-#include "imatrix.h"
-#include "model.h"
-#include "quantize.h"
-#include "rotation.h"
-#include "ternarize.h"
+#include "quant/calib.h"
+#include "gguf/gguf.h"
+#include "quant/gptq.h"
+#include "quant/imatrix.h"
+#include "model/model.h"
+#include "quant/quantize.h"
+#include "model/rotation.h"
+#include "quant/ternarize.h"
 #include "test.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 static void tmp_path(char *p, size_t n, const char *suffix) {
     snprintf(p, n, "/tmp/trit-calib-XXXXXX%s", suffix);

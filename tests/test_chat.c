@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
-#include "gguf.h"
-#include "jinja.h"
+#include "text/chat.h"
+#include "gguf/gguf.h"
+#include "text/jinja/jinja.h"
 #include "test.h"
 
 #define MAX_MSGS 16

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 static const char *const shared_ggufs[] = {
     "golden/stories260K/stories260K.gguf",

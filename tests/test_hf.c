@@ -8,17 +8,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "gguf_edit.h"
-#include "hf.h"
+#include "convert/hf.h"
 #include "hf_write.h"
 #include "logits_test.h"
-#include "quantize.h"
-#include "safetensors.h"
-#include "synth.h"
+#include "quant/quantize.h"
+#include "convert/safetensors.h"
+#include "tools/synth.h"
 #include "test.h"
 #include "tok_test.h"
-#include "types.h"
+#include "types/types.h"
 
 static quant_params f32_params(void) {
     return (quant_params){.type = TYPE_F32, .embd_type = -1, .output_type = -1, .n_threads = 2};

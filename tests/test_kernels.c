@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels.h"
-#include "quants.h"
-#include "quants_impl.h"
-#include "repack.h"
+#include "kernels/kernels.h"
+#include "types/quants.h"
+#include "types/quants_impl.h"
+#include "types/repack.h"
 #include "test.h"
-#include "types.h"
-#include "util.h"
+#include "types/types.h"
+#include "base/util.h"
 
 #define BOUND 1e-5
 

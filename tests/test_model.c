@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "gguf_edit.h"
 #include "test.h"
-#include "types.h"
+#include "types/types.h"
 #include "trit.h"
 
 static int argmax(const float *x, int n) {

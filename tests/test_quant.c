@@ -6,15 +6,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "logits_test.h"
-#include "perplexity.h"
-#include "quantize.h"
-#include "synth.h"
-#include "ternarize.h"
+#include "tools/perplexity.h"
+#include "quant/quantize.h"
+#include "tools/synth.h"
+#include "quant/ternarize.h"
 #include "test.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 static void tmp_path(char *p, size_t n) {
     snprintf(p, n, "/tmp/trit-quant-XXXXXX");

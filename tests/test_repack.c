@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "logits_test.h"
-#include "repack.h"
-#include "repack_cache.h"
+#include "types/repack.h"
+#include "backend/cpu/repack_cache.h"
 #include "test.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 static const char *archs[] = {"llama", "qwen3", "qwen35"};
 static const char *ternary[] = {"TQ1_0", "TQ2_0", "PQ2_0", "PTQ1_0"};

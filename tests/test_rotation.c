@@ -5,12 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "gguf_edit.h"
-#include "rotation.h"
+#include "model/rotation.h"
 #include "test.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 /* Contract §3.2's reference: the normalized H_256 maps x_i = i + 1 to y0 = 2056, y_(2^k) = -8 * 2^k, else 0. */
 static void test_fwht_reference(void) {

@@ -5,11 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "synth.h"
+#include "gguf/gguf.h"
+#include "tools/synth.h"
 #include "test.h"
 #include "trit.h"
-#include "types.h"
+#include "types/types.h"
 
 static const uint32_t all_types[] = {TYPE_F32, TYPE_F16,  TYPE_BF16, TYPE_Q8_0,  TYPE_TQ1_0,
                                      TYPE_TQ2_0, TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quants.h"
-#include "quants_impl.h"
+#include "gguf/gguf.h"
+#include "types/quants.h"
+#include "types/quants_impl.h"
 #include "test.h"
-#include "types.h"
-#include "util.h"
+#include "types/types.h"
+#include "base/util.h"
 
 #define ROWS 4
 #define COLS 256

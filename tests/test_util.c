@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
+#include "base/pool.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 

@@ -4,8 +4,8 @@
 
 #include "test.h"
 
-#include "gguf.h"
-#include "tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 /* A vocabulary from a GGUF under ../shared (NULL and a recorded failure if it does not load). */
 vocab *load_vocab(const char *rel);

@@ -1,0 +1,181 @@
+/* trit: the public API (include/trit.h) over the internal modules. */
+#include "trit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "base/pool.h"
+#include "types/types.h"
+#include "engine/session.h"
+
+struct trit_model {
+    model *m;
+};
+
+struct trit_session {
+    session *s;
+};
+
+static void copy_err(const trit_err *e, char *err, size_t errlen) {
+    if (err && errlen) snprintf(err, errlen, "%s", e->msg);
+}
+
+trit_model_params trit_model_default_params(void) {
+    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = MODEL_REPACK_CACHE_MIN};
+    return p;
+}
+
+trit_model *trit_model_load(const char *path, const trit_model_params *p, char *err, size_t errlen) {
+    trit_model_params def = trit_model_default_params();
+    if (!p) p = &def;
+    trit_err e = {{0}};
+    trit_model *tm = malloc(sizeof *tm);
+    if (!tm) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    tm->m = model_load(path, p->use_mmap, &e);
+    if (tm->m && p->repack && model_repack(tm->m, p->use_mmap, p->repack_cache_min, &e)) {
+        model_free(tm->m);
+        tm->m = NULL;
+    }
+    if (!tm->m) {
+        copy_err(&e, err, errlen);
+        free(tm);
+        return NULL;
+    }
+    return tm;
+}
+
+void trit_model_free(trit_model *m) {
+    if (!m) return;
+    model_free(m->m);
+    free(m);
+}
+
+int trit_model_n_vocab(const trit_model *m) {
+    return model_has_weights(m->m) ? m->m->hp.n_vocab : vocab_n_tokens(m->m->vocab);
+}
+trit_model_info trit_model_get_info(const trit_model *tm) {
+    const model *m = tm->m;
+    trit_model_info info = {.arch = m->arch, .ftype = "none", .n_layer = m->hp.n_layer, .n_embd = m->hp.n_embd,
+                            .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present,
+                            .repack = model_pack_source(m)};
+    uint64_t by_type[TYPE_COUNT] = {0};
+    for (size_t i = 0; i < m->file->n_tensors; i++) {
+        const gguf_tensor *t = &m->file->tensors[i];
+        info.n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        info.n_bytes += t->size;
+        if (t->n_dims == 2 && t->type < TYPE_COUNT) by_type[t->type] += t->size;
+    }
+    info.n_bytes_token = info.n_bytes;
+    if (m->output.data != m->tok_embd.data) info.n_bytes_token -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n_out;
+    uint32_t best = 0;
+    for (uint32_t t = 1; t < TYPE_COUNT; t++)
+        if (by_type[t] > by_type[best]) best = t;
+    if (by_type[best]) info.ftype = type_name(best);
+    return info;
+}
+
+const char *trit_cpu_variant(void) { return kernels_get()->name; }
+
+int trit_physical_cores(void) { return pool_physical_cores(); }
+
+int trit_model_n_ctx_train(const trit_model *m) { return m->m->hp.n_ctx_train; }
+const char *trit_model_arch(const trit_model *m) { return m->m->arch; }
+const char *trit_model_desc(const trit_model *m) { return m->m->desc; }
+
+int32_t trit_token_bos(const trit_model *m) { return vocab_bos(m->m->vocab); }
+int32_t trit_token_eos(const trit_model *m) { return vocab_eos(m->m->vocab); }
+int trit_token_is_eog(const trit_model *m, int32_t tok) { return vocab_is_eog(m->m->vocab, tok); }
+int trit_add_bos(const trit_model *m) { return vocab_add_bos(m->m->vocab); }
+
+int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                  int32_t *tokens, int max_tokens) {
+    return vocab_tokenize(m->m->vocab, text, len, add_special, parse_special, tokens, max_tokens);
+}
+
+int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special) {
+    return vocab_token_to_piece(m->m->vocab, tok, buf, size, special);
+}
+
+trit_session_params trit_session_default_params(void) {
+    trit_session_params p = {.n_ctx = 0, .n_threads = 0, .kv_f32 = 0};
+    return p;
+}
+
+trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char *err, size_t errlen) {
+    trit_session_params def = trit_session_default_params();
+    if (!p) p = &def;
+    trit_err e = {{0}};
+    trit_session *ts = malloc(sizeof *ts);
+    if (!ts) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ts->s = session_new(m->m, p->n_ctx, p->n_threads, !p->kv_f32, &e);
+    if (!ts->s) {
+        copy_err(&e, err, errlen);
+        free(ts);
+        return NULL;
+    }
+    return ts;
+}
+
+void trit_session_free(trit_session *s) {
+    if (!s) return;
+    session_free(s->s);
+    free(s);
+}
+
+int trit_session_n_past(const trit_session *s) { return s->s->n_past; }
+int trit_session_n_ctx(const trit_session *s) { return s->s->n_ctx; }
+void trit_session_reset(trit_session *s) { session_reset(s->s); }
+
+int trit_session_copy(trit_session *dst, const trit_session *src, char *err, size_t errlen) {
+    trit_err e = {{0}};
+    if (session_copy(dst->s, src->s, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                      size_t errlen) {
+    trit_err e = {{0}};
+    if (session_eval(s->s, tokens, n, logits, all_logits, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errlen) {
+    enum { MAX_ITEMS = 256 };
+    session *ss[MAX_ITEMS];
+    const int32_t *toks[MAX_ITEMS];
+    int n[MAX_ITEMS], all[MAX_ITEMS];
+    float *logits[MAX_ITEMS];
+    trit_err e = {{0}};
+    if (n_items <= 0 || n_items > MAX_ITEMS) {
+        snprintf(err, errlen, "a batch holds 1 to %d items, not %d", MAX_ITEMS, n_items);
+        return -1;
+    }
+    for (int i = 0; i < n_items; i++)
+        ss[i] = items[i].s->s, toks[i] = items[i].tokens, n[i] = items[i].n, logits[i] = items[i].logits,
+        all[i] = items[i].all_logits;
+    if (session_eval_many(ss, toks, n, logits, all, n_items, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+const char *trit_model_chat_template(const trit_model *m) {
+    const char *t = NULL;
+    return gguf_get_str(m->m->file, "tokenizer.chat_template", &t, NULL) == 1 ? t : NULL;
+}
