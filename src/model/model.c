@@ -128,7 +128,7 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
         goto bad;
     }
     m->hp.rope = a->rope;
-    if (read_hparams(m, err) || rot_contract_load(&m->rot, m, err)) goto bad;
+    if (read_hparams(m, err) || rot_contract_load(&m->rot, m->file, m->arch, err)) goto bad;
     if (!(m->layers = calloc((size_t)m->hp.n_layer, sizeof(layer)))) {
         fail(err, "out of memory");
         goto bad;

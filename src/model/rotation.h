@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/util.h"
+#include "gguf/gguf.h"
 
 typedef struct {
     int block;           /* transform block size (a power of two) */
@@ -28,11 +29,11 @@ typedef struct {
     int gdn_v_grouped;
 } rot_contract;
 
-struct model;
-
-/* Reads and validates the prism.hadamard.* keys of m->file (any integer element types).
- * Absent contract: present = 0. Unknown or inconsistent keys are refused, naming the key. */
-int rot_contract_load(rot_contract *c, const struct model *m, trit_err *err);
+/* Reads and validates the prism.hadamard.* keys of f (any integer element types); arch is the
+ * file's architecture, which must be one that may carry a contract when f declares one.
+ * Absent contract: present = 0. Unknown or inconsistent keys are refused, naming the key.
+ * c->names point into f, which must outlive c. */
+int rot_contract_load(rot_contract *c, const gguf_file *f, const char *arch, trit_err *err);
 void rot_contract_free(rot_contract *c);
 /* Fills *r for a weight with input width ne0; -1 with err when the file gives no signs for it. */
 int rot_for_width(const rot_contract *c, int64_t ne0, const char *name, rotation *r, trit_err *err);

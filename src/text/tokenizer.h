@@ -1,6 +1,7 @@
 /* tokenizer: vocabularies from GGUF `tokenizer.ggml.*` keys; encode and decode.
  * SPM (`llama`) and byte-level BPE (`gpt2`, with the gpt-2, llama3, qwen2 and qwen35
- * pre-tokenizers), with llama.cpp's rules. */
+ * pre-tokenizers), with llama.cpp's rules. vocab.c loads, queries and decodes; tokenizer.c
+ * splits out special tokens and hands the text between them to the encoders (spm.c, bpe.c). */
 #ifndef TRIT_TOKENIZER_H
 #define TRIT_TOKENIZER_H
 
