@@ -1,6 +1,8 @@
 #include "args.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,28 @@ int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
         return -1;
     }
     *out = v;
+    return 0;
+}
+
+int arg_logit_bias(const char *cmd, const char *flag, const char *s, int32_t *tok, float *bias) {
+    char *end = NULL, *vend = NULL;
+    errno = 0;
+    long id = isdigit((unsigned char)s[0]) ? strtol(s, &end, 10) : -1;
+    int ok = id >= 0 && id <= INT32_MAX && !errno && (*end == '+' || *end == '-');
+    double v = 0;
+    if (ok) { /* the value after the sign: a number or inf, without a second sign or spaces */
+        const char *b = end + 1;
+        ok = isdigit((unsigned char)*b) || *b == '.' || *b == 'i' || *b == 'I';
+        if (ok) v = strtod(b, &vend);
+        ok = ok && vend != b && !*vend && !errno && !isnan(v) && (isinf(v) || v <= FLT_MAX);
+        if (*end == '-') v = -v;
+    }
+    if (!ok || v == INFINITY) {
+        fprintf(stderr, "trit %s: %s expects TOKEN_ID(+|-)BIAS such as 15043+1 or 15043-inf, got '%s'\n", cmd, flag, s);
+        return -1;
+    }
+    *tok = (int32_t)id;
+    *bias = (float)v;
     return 0;
 }
 

@@ -10,6 +10,9 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 int arg_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
 int arg_float(const char *cmd, const char *flag, const char *s, double lo, double hi, float *out);
 int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+/* A logit bias as llama.cpp spells it, TOKEN_ID(+|-)BIAS: "15043+1", "15043-0.5", "15043-inf" (a
+ * ban). BIAS is finite or inf, and +inf is refused. */
+int arg_logit_bias(const char *cmd, const char *flag, const char *s, int32_t *tok, float *bias);
 /* -ctk/-ctv value: "f16" (0) or "f32" (1). */
 int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
 /* Whether a is --no-repack / -nr (llama.cpp's spelling): keep the file's weight layout. */

@@ -329,6 +329,7 @@ int cmd_chat(int argc, char **argv) {
     chat ch = {.o = &o, .color = isatty(STDOUT_FILENO)};
     if (parse(argc, argv, &o) || gen_open("chat", &o.g, &ch.m, &ch.s, &ch.smp)) {
         free(o.tmpl_file);
+        gen_free_opts(&o.g);
         return 1;
     }
     int rc = 1;
@@ -348,5 +349,6 @@ int cmd_chat(int argc, char **argv) {
     free(ch.logits);
     gen_close(ch.m, ch.s, ch.smp);
     free(o.tmpl_file);
+    gen_free_opts(&o.g);
     return rc;
 }

@@ -1,6 +1,7 @@
 #include "gen.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -12,6 +13,23 @@ gen_opts gen_default_opts(void) {
 
 static int is_flag(const char *a, const char *s1, const char *s2) {
     return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
+}
+
+/* Appends one --logit-bias value; -1 with a message. */
+static int add_bias(const char *c, const char *flag, const char *v, gen_opts *o) {
+    trit_logit_bias b;
+    if (arg_logit_bias(c, flag, v, &b.token, &b.bias)) return -1;
+    trit_logit_bias *nb = realloc(o->bias, (size_t)(o->n_bias + 1) * sizeof *nb);
+    if (!nb) return fprintf(stderr, "trit %s: out of memory\n", c), -1;
+    o->bias = nb;
+    o->bias[o->n_bias++] = b;
+    return 0;
+}
+
+void gen_free_opts(gen_opts *o) {
+    free(o->bias);
+    o->bias = NULL;
+    o->n_bias = 0;
 }
 
 int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
@@ -29,6 +47,10 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     if (IS("--min-p", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 1, &o->sp.min_p)); }
     if (IS("--repeat-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty)); }
     if (IS("--repeat-last-n", NULL)) { VAL(); CHECKED(arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n)); }
+    if (IS("--presence-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, -100, 100, &o->sp.presence_penalty)); }
+    if (IS("--frequency-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, -100, 100, &o->sp.frequency_penalty)); }
+    if (IS("-l", "--logit-bias")) { VAL(); CHECKED(add_bias(c, a, v, o)); }
+    if (IS("--ignore-eos", NULL)) { o->sp.ignore_eos = 1; return 1; }
     if (IS("-s", "--seed")) { VAL(); CHECKED(arg_u64(c, a, v, &o->sp.seed)); }
     if (IS("-ctk", "--cache-type-k")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0])); }
     if (IS("-ctv", "--cache-type-v")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1])); }
@@ -55,9 +77,20 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     *s = NULL, *smp = NULL;
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
+    for (int i = 0; i < o->n_bias; i++)
+        if (o->bias[i].token >= trit_model_n_vocab(*m)) {
+            fprintf(stderr, "trit %s: --logit-bias token %d is outside the vocabulary (%d tokens)\n", cmd,
+                    (int)o->bias[i].token, trit_model_n_vocab(*m));
+            trit_model_free(*m);
+            *m = NULL;
+            return -1;
+        }
     trit_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .kv_f32 = o->kv_f32[0]};
     *s = trit_session_new(*m, &sp, err, sizeof err);
-    if (*s) *smp = trit_sampler_new(&o->sp, trit_model_n_vocab(*m));
+    trit_sampler_params smp_p = o->sp;
+    smp_p.logit_bias = o->bias;
+    smp_p.n_logit_bias = o->n_bias;
+    if (*s) *smp = trit_sampler_new_model(*m, &smp_p);
     if (*s && *smp) return 0;
     if (!*s) fprintf(stderr, "trit %s: %s\n", cmd, err);
     else fprintf(stderr, "trit %s: out of memory\n", cmd);

@@ -9,6 +9,8 @@ typedef struct {
     const char *model;
     int n_ctx, n_threads, n_gpu_layers, no_mmap, no_repack, kv_f32[2];
     trit_sampler_params sp;
+    trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
+    int n_bias;
 } gen_opts;
 
 #define GEN_USAGE \
@@ -20,7 +22,12 @@ typedef struct {
     "  --top-p F               top-p (default 0.95; 1 = off)\n" \
     "  --min-p F               min-p (default 0.05; 0 = off)\n" \
     "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n" \
-    "  --repeat-last-n N       tokens the penalty looks back (default 64; -1 = all)\n" \
+    "  --repeat-last-n N       tokens the penalties look back (default 64; -1 = all)\n" \
+    "  --presence-penalty F    presence penalty (default 0.0 = off)\n" \
+    "  --frequency-penalty F   frequency penalty (default 0.0 = off)\n" \
+    "  -l, --logit-bias TOKEN_ID(+|-)BIAS\n" \
+    "                          add BIAS to a token's logit (15043+1; 15043-inf bans it); repeatable\n" \
+    "  --ignore-eos            never stop at an end-of-generation token (they are banned)\n" \
     "  -s, --seed N            sampling seed (default -1 = random)\n" \
     "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n" \
     "  --no-mmap               read the model into memory instead of mapping it\n" \
@@ -31,9 +38,12 @@ gen_opts gen_default_opts(void);
 /* Consumes argv[*i] (and its value) when it is a shared flag: 1 when consumed, 0 when it is
  * not one, -1 (with a message) on a bad value. */
 int gen_flag(const char *cmd, int argc, char **argv, int *i, gen_opts *o);
+/* Frees what gen_flag allocated (the logit biases). */
+void gen_free_opts(gen_opts *o);
 /* Checks the parsed flags as a whole; -1 with a message. */
 int gen_check(const char *cmd, const gen_opts *o);
-/* Loads the model and makes a session and a sampler; -1 with a message (nothing left open). */
+/* Loads the model and makes a session and a sampler (logit biases checked against the vocabulary);
+ * -1 with a message (nothing left open). */
 int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **s, trit_sampler **smp);
 void gen_close(trit_model *m, trit_session *s, trit_sampler *smp);
 

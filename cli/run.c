@@ -132,10 +132,10 @@ out:
 
 int cmd_run(int argc, char **argv) {
     run_opts o = {.n_predict = -1, .g = gen_default_opts()};
-    if (parse(argc, argv, &o)) return 1;
+    if (parse(argc, argv, &o)) return gen_free_opts(&o.g), 1;
     size_t len = 0;
     char *text = NULL;
-    if (o.prompt_file && !(text = arg_read_file("run", o.prompt_file, PROMPT_MAX_BYTES, &len))) return 1;
+    if (o.prompt_file && !(text = arg_read_file("run", o.prompt_file, PROMPT_MAX_BYTES, &len))) return gen_free_opts(&o.g), 1;
     trit_model *m;
     trit_session *s;
     trit_sampler *smp;
@@ -145,5 +145,6 @@ int cmd_run(int argc, char **argv) {
         gen_close(m, s, smp);
     }
     free(text);
+    gen_free_opts(&o.g);
     return rc;
 }

@@ -1,4 +1,7 @@
-/* trit.h — the public API of libtrit. The CLI, the server and the benchmarks use only this.
+/* trit.h — the public API of libtrit. The server and the commands that load and run models (run,
+ * chat, tokenize, inspect, logits, bench) use only this from the library, besides the string buffer
+ * of src/base/util.h; synth, quantize and perplexity, and the kernel benchmarks in bench/, also use
+ * internal headers under src/.
  *
  * Data flows one way: file -> model (weights mapped, tokenizer) -> session (one sequence:
  * KV cache and scratch) -> logits -> sampler -> tokens -> text.
@@ -108,26 +111,54 @@ typedef struct {
 
 int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errlen);
 
-/* ---- sampling (llama.cpp's names and defaults) ---- */
+/* ---- sampling (llama.cpp's names, defaults and order) ----
+ * The chain, as llama.cpp's common sampler runs it: logit biases (and ignore_eos's bans) ->
+ * penalties (repeat, frequency, presence) -> top-k -> top-p -> min-p -> temperature -> a seeded
+ * draw from the softmax. */
+
+/* Added to a token's logit first; -INFINITY bans the token. */
 typedef struct {
-    float temp;           /* 0.8; <= 0 means greedy */
-    int top_k;            /* 40; <= 0 disables */
-    float top_p;          /* 0.95; 1 disables */
-    float min_p;          /* 0.05; 0 disables */
-    float repeat_penalty; /* 1.0 = off */
-    int repeat_last_n;    /* 64; -1 = whole history */
-    uint64_t seed;        /* TRIT_DEFAULT_SEED picks one from the clock */
+    int32_t token;
+    float bias;
+} trit_logit_bias;
+
+typedef struct {
+    float temp;              /* 0.8; <= 0 means greedy */
+    int top_k;               /* 40; <= 0 disables */
+    float top_p;             /* 0.95; 1 disables */
+    float min_p;             /* 0.05; 0 disables */
+    float repeat_penalty;    /* 1.0 = off; divides a positive logit, multiplies one <= 0 */
+    int repeat_last_n;       /* 64: the window of all three penalties (llama.cpp's penalty_last_n),
+                                tokens given to trit_sampler_accept; -1 = whole history, 0 = none */
+    float presence_penalty;  /* 0 = off; subtracted once from a token in the window */
+    float frequency_penalty; /* 0 = off; subtracted once per occurrence in the window */
+    const trit_logit_bias *logit_bias; /* n_logit_bias entries, copied by the constructor; a token
+                                          with several has them all added; ids outside the
+                                          vocabulary are ignored. NaN and +INFINITY are refused */
+    int n_logit_bias;        /* 0 */
+    int ignore_eos;          /* 0; 1 bans the end-of-generation tokens (needs trit_sampler_new_model) */
+    uint64_t seed;           /* TRIT_DEFAULT_SEED picks one from the clock */
 } trit_sampler_params;
 
 #define TRIT_DEFAULT_SEED 0xFFFFFFFFu
 
 trit_sampler_params trit_sampler_default_params(void);
+/* A sampler over n_vocab tokens (p NULL: the defaults); NULL on invalid parameters (ignore_eos
+ * among them: it needs the model) or out of memory. */
 trit_sampler *trit_sampler_new(const trit_sampler_params *p, int n_vocab);
+/* A sampler over m's vocabulary; ignore_eos bans m's end-of-generation tokens (a -INFINITY
+ * logit bias each, as llama.cpp does it). NULL as trit_sampler_new. */
+trit_sampler *trit_sampler_new_model(const trit_model *m, const trit_sampler_params *p);
 void trit_sampler_free(trit_sampler *s);
-/* Picks the next token from n_vocab logits (the array is not modified). */
+/* Picks the next token from n_vocab logits (the array is not modified). A token whose adjusted
+ * logit is -INFINITY (banned) or NaN is never picked while another's is not. */
 int32_t trit_sampler_sample(trit_sampler *s, const float *logits);
-/* Records a token (prompt or generated) in the repeat-penalty history. */
+/* Writes the n_vocab logits the truncation stages start from: the logits with the biases and the
+ * penalties of the current history applied (out may be logits). For log-probabilities. */
+void trit_sampler_adjust_logits(const trit_sampler *s, const float *logits, float *out);
+/* Records a token (prompt or generated) in the penalties' history. */
 void trit_sampler_accept(trit_sampler *s, int32_t tok);
+/* Forgets the history and replays the random sequence from the seed (the biases stay). */
 void trit_sampler_reset(trit_sampler *s);
 
 /* ---- chat ---- */

@@ -34,9 +34,8 @@ typedef struct {
     slot_state state;
     int n_done, n_gen;          /* prompt tokens evaluated; tokens generated */
     int32_t last;
-    trit_sampler *smp;
+    trit_sampler *smp;          /* the request's whole sampling chain */
     float *logits;
-    uint32_t *counts;           /* generated-token counts for presence/frequency penalties */
     textout tx;
     double t_start, t_first, t_last, last_used;
 } slot;
@@ -46,8 +45,6 @@ struct sched {
     srv_config cfg;
     int n_vocab, slot_ctx, n_slots;
     slot *slots;
-    int32_t *eog;  /* the end-of-generation tokens, which ignore_eos bans */
-    int n_eog;
     trit_batch_item *items;
     slot **who;   /* the slot of each batch item */
     slot **wait;  /* the slots reading prompts, oldest request first */
@@ -216,10 +213,9 @@ static int slot_start(sched *s, slot *sl, srv_task *t) {
     sl->t_start = now_s();
     sl->t_first = sl->t_last = 0;
     trit_sampler_free(sl->smp);
-    sl->smp = trit_sampler_new(&t->req.sp, s->n_vocab);
+    sl->smp = trit_sampler_new_model(s->m, &t->req.sp);
     if (!sl->smp) return -1;
     for (int i = 0; i < t->n_prompt; i++) trit_sampler_accept(sl->smp, t->prompt[i]);
-    memset(sl->counts, 0, (size_t)s->n_vocab * sizeof *sl->counts);
     textout_init(&sl->tx, t->req.stop, t->req.n_stop, t->req.ep == EP_CHAT, t->req.ep == EP_CHAT && opens_think(s, t));
     t->res.n_prompt = t->n_prompt;
     t->res.n_cached = reuse;
@@ -266,20 +262,6 @@ static void assign(sched *s) {
 
 /* ---- sampling ---- */
 
-/* The request's logit edits (logit_bias, ignore_eos, OpenAI's presence/frequency penalties), in
- * place: the slot's logits are rewritten by its next pass. */
-static const float *adjusted_logits(sched *s, slot *sl) {
-    const srv_req *q = &sl->t->req;
-    float *l = sl->logits;
-    for (int i = 0; q->ignore_eos && i < s->n_eog; i++) l[s->eog[i]] = -INFINITY;
-    for (int i = 0; i < q->n_bias; i++)
-        if (q->bias[i].tok >= 0 && q->bias[i].tok < s->n_vocab) l[q->bias[i].tok] += q->bias[i].bias;
-    if (q->presence_penalty != 0 || q->frequency_penalty != 0)
-        for (int v = 0; v < s->n_vocab; v++)
-            if (sl->counts[v]) l[v] -= q->presence_penalty + q->frequency_penalty * (float)sl->counts[v];
-    return l;
-}
-
 static char *piece_of(sched *s, int32_t tok) {
     char buf[256];
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);
@@ -316,8 +298,7 @@ static tok_prob *logprobs(sched *s, const float *l, int32_t tok, int n, tok_prob
 
 /* Samples the next token from sl->logits, streams its text and decides whether to go on. */
 static void sample_next(sched *s, slot *sl) {
-    const float *l = adjusted_logits(s, sl);
-    int32_t tok = trit_sampler_sample(sl->smp, l);
+    int32_t tok = trit_sampler_sample(sl->smp, sl->logits);
     double now = now_s();
     pthread_mutex_lock(&s->mu);
     if (!sl->t_first) hist_add(s->met.ttft, &s->met.ttft_sum, &s->met.ttft_n, now - sl->t->t_submit);
@@ -332,12 +313,14 @@ static void sample_next(sched *s, slot *sl) {
         slot_finish(s, sl, FINISH_STOP);
         return;
     }
-    trit_sampler_accept(sl->smp, tok);
-    sl->counts[tok]++;
-    sl->n_gen++;
     const srv_req *q = &sl->t->req;
     tok_prob chosen = {0}, *top = NULL;
-    if (q->logprobs) top = logprobs(s, l, tok, q->top_logprobs, &chosen);
+    if (q->logprobs) { /* of the logits after the biases and penalties; in place: the next pass rewrites them */
+        trit_sampler_adjust_logits(sl->smp, sl->logits, sl->logits);
+        top = logprobs(s, sl->logits, tok, q->top_logprobs, &chosen);
+    }
+    trit_sampler_accept(sl->smp, tok);
+    sl->n_gen++;
     char buf[256];
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);
     strbuf c = {0}, r = {0};
@@ -474,9 +457,8 @@ static int slot_init(sched *s, slot *sl, int id, char *err, size_t errlen) {
     sl->cache = malloc((size_t)s->slot_ctx * sizeof *sl->cache);
     sl->ckpt_toks = malloc((size_t)s->slot_ctx * sizeof *sl->ckpt_toks);
     sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
-    sl->counts = calloc((size_t)s->n_vocab, sizeof *sl->counts);
     if (!sl->s) return -1;
-    if (!sl->cache || !sl->ckpt_toks || !sl->logits || !sl->counts) return snprintf(err, errlen, "out of memory"), -1;
+    if (!sl->cache || !sl->ckpt_toks || !sl->logits) return snprintf(err, errlen, "out of memory"), -1;
     return 0;
 }
 
@@ -511,11 +493,7 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     s->who = calloc((size_t)s->n_slots, sizeof *s->who);
     s->wait = calloc((size_t)s->n_slots, sizeof *s->wait);
     s->is_last = calloc((size_t)s->n_slots, sizeof *s->is_last);
-    for (int32_t v = 0; v < s->n_vocab; v++) s->n_eog += trit_token_is_eog(m, v) != 0;
-    s->eog = malloc((size_t)(s->n_eog ? s->n_eog : 1) * sizeof *s->eog);
-    for (int32_t v = 0, k = 0; s->eog && v < s->n_vocab; v++)
-        if (trit_token_is_eog(m, v)) s->eog[k++] = v;
-    int ok = s->slots && s->items && s->who && s->wait && s->is_last && s->eog;
+    int ok = s->slots && s->items && s->who && s->wait && s->is_last;
     if (!ok) snprintf(err, errlen, "out of memory");
     for (int i = 0; ok && i < s->n_slots; i++) ok = !slot_init(s, &s->slots[i], i, err, errlen);
     if (!ok || pthread_create(&s->th, NULL, sched_main, s)) {
@@ -546,14 +524,13 @@ void sched_free(sched *s) {
         trit_session_free(sl->s);
         trit_session_free(sl->ckpt);
         trit_sampler_free(sl->smp);
-        free(sl->cache), free(sl->ckpt_toks), free(sl->logits), free(sl->counts);
+        free(sl->cache), free(sl->ckpt_toks), free(sl->logits);
     }
     free(s->slots);
     free(s->items);
     free(s->who);
     free(s->wait);
     free(s->is_last);
-    free(s->eog);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

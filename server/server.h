@@ -2,7 +2,10 @@
  *
  * Layers, each in its own file:
  *   http.c    sockets (libmicrohttpd); one thread per connection, never touches the model
- *   routes.c  the only file that sees JSON: parses requests, formats responses and errors
+ *   request.c parses a request's JSON body into a srv_req (validation, 400 messages)
+ *   reply.c   the JSON replies: errors, whole completions, streaming chunks
+ *   routes.c  the endpoints and their dispatch; with request.c and reply.c the only files
+ *             that see JSON (routes.h is what the three share)
  *   sse.c     turns a task's events into Server-Sent-Events frames
  *   sched.c   one scheduler thread owns the sessions and steps every active slot together
  *   task.c    a request in flight: its parameters and its own event queue (slow readers
@@ -33,7 +36,7 @@ typedef struct {
 
 void srv_config_defaults(srv_config *c);
 
-/* ---- a parsed request (routes.c fills it; no JSON beyond that point) ---- */
+/* ---- a parsed request (request.c fills it; no JSON beyond that point) ---- */
 typedef enum { EP_CHAT, EP_CMPL, EP_NATIVE } srv_endpoint;
 
 typedef struct {
@@ -55,25 +58,23 @@ typedef struct {
     int32_t *prompt_toks;
     int n_prompt_toks;
     int n_predict;         /* -1 = until end of generation or context */
-    trit_sampler_params sp;
-    float presence_penalty, frequency_penalty;
+    trit_sampler_params sp; /* the whole sampling chain; sp.logit_bias is logit_bias once resolved */
     char **stop;
     int n_stop;
-    bias_entry *bias;
+    bias_entry *bias;      /* logit_bias as the request gives it */
     int n_bias;
+    trit_logit_bias *logit_bias; /* the same by token id (routes.c tokenizes the texts) */
     int logprobs, top_logprobs;
     int json_object, enable_thinking, cache_prompt, id_slot, add_generation_prompt;
-    int ignore_eos;        /* llama-server's: end-of-generation tokens are banned */
 } srv_req;
 
 void srv_req_free(srv_req *r);
 
 /* ---- text.c ---- */
-/* The chat template behind one function so the Jinja renderer can replace it: ChatML, with a
- * trailing assistant message continued (prefill) and thinking disabled by an empty think block. */
-/* The prompt text of a conversation: the model's chat template (built-in ChatML when it has none),
- * or ChatML left open when the last message is the assistant's (a prefill); m NULL: built-in ChatML.
- * NULL with err set. */
+/* The prompt text of a conversation, rendered by trit_model_chat_render with the model's own Jinja
+ * chat template (the built-in ChatML when it has none; m NULL: the built-in ChatML). A trailing
+ * assistant message is continued as llama-server does it (a prefill): the messages before it are
+ * rendered with the generation prompt, and its text follows. NULL with err set. */
 char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
                   char *err, size_t errlen);
 

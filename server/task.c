@@ -19,6 +19,7 @@ void srv_req_free(srv_req *r) {
     free(r->stop);
     for (int i = 0; i < r->n_bias; i++) free(r->bias[i].text);
     free(r->bias);
+    free(r->logit_bias);
     free(r->prompt);
     free(r->prompt_toks);
     memset(r, 0, sizeof *r);

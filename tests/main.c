@@ -12,6 +12,7 @@
 #define SUITES(X) \
     X(util)       \
     X(gguf)       \
+    X(gguf_inspect) \
     X(types)      \
     X(kernels)    \
     X(repack)     \
@@ -27,6 +28,7 @@
     X(calib)      \
     X(hf)         \
     X(server)     \
+    X(server_sched) \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];

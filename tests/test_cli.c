@@ -33,6 +33,12 @@ static void test_bad_input(void) {
         "run -m README.md -p hi", "tokenize -m %s", "tokenize -p hi", "logits -m %s --tokens 1,x -o /tmp/x",
         "logits -m %s --tokens 1,9999 -o /tmp/trit-cli-never", "inspect /nonexistent.gguf", "inspect README.md",
         "inspect %s --bogus", "run -m %s -f /nonexistent.txt",
+        "run -m %s -p hi --presence-penalty x", "run -m %s -p hi --frequency-penalty 1e9",
+        "run -m %s -p hi --presence-penalty nan", "run -m %s -p hi --logit-bias 15043",
+        "run -m %s -p hi --logit-bias 15043+inf", "run -m %s -p hi -l 5*1", "run -m %s -p hi -l x+1",
+        "run -m %s -p hi -l 5+1x", "run -m %s -p hi -l -1+1", "run -m %s -p hi --logit-bias 512+1",
+        "run -m %s -p hi --logit-bias", "chat -m %s --logit-bias 5", "chat -m %s --frequency-penalty nan",
+        "chat -m %s -l 99999-inf",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, cases[i], m);
@@ -47,7 +53,7 @@ static void test_bad_input(void) {
 }
 
 static void test_help(void) {
-    const char *cmds[] = {"--help", "run --help", "tokenize --help", "inspect --help", "logits --help"};
+    const char *cmds[] = {"--help", "run --help", "chat --help", "tokenize --help", "inspect --help", "logits --help"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char *out = NULL;
         int rc = trit(cmds[i], &out, NULL);
@@ -99,6 +105,60 @@ static void test_run_seed(void) {
     free(a), free(b), free(c);
 }
 
+/* run and chat take llama-cli's --presence-penalty, --frequency-penalty, -l/--logit-bias
+ * TOKEN_ID(+|-)BIAS (repeatable) and --ignore-eos, and list them in --help. */
+static void test_sampling_flags(void) {
+    const char *m = shared_path("data/models/stories260K.gguf");
+    const char *flags[] = {"--presence-penalty F", "--frequency-penalty F", "-l, --logit-bias TOKEN_ID(+|-)BIAS",
+                           "--ignore-eos"};
+    const char *helps[] = {"run --help", "chat --help"};
+    char args[1024], *out = NULL, *err = NULL, *plain = NULL;
+    for (int h = 0; h < 2; h++) {
+        CHECK(trit(helps[h], &out, NULL) == 0);
+        for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+            CHECKF(out && strstr(out, flags[i]), "trit %s does not list %s", helps[h], flags[i]);
+        free(out);
+    }
+    /* EOS (token 2) pushed to certainty ends the text at once; --ignore-eos bans it even so, and
+     * then the text is the plain greedy one */
+    snprintf(args, sizeof args, "run -m %s -p 'The end' -n 5 --temp 0", m);
+    CHECK(trit(args, &plain, NULL) == 0);
+    snprintf(args, sizeof args, "run -m %s -p 'The end' -n 5 --temp 0 --logit-bias 2+100", m);
+    CHECK(trit(args, &out, &err) == 0);
+    CHECKF(out && !strcmp(out, "\n") && err && strstr(err, "(4 prompt, 0 generated tokens)"), "got '%s', %s", out, err);
+    free(out), free(err);
+    snprintf(args, sizeof args, "run -m %s -p 'The end' -n 5 --temp 0 --logit-bias 2+100 --ignore-eos", m);
+    CHECK(trit(args, &out, &err) == 0);
+    CHECKF(out && plain && !strcmp(out, plain) && err && strstr(err, "(4 prompt, 5 generated tokens)"), "got '%s', %s",
+           out, err);
+    free(out), free(err), free(plain);
+    /* the greedy text has commas (token 432 alone spells ','); banned, whatever else adds to it,
+     * none at all */
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 32 --temp 0", m);
+    CHECK(trit(args, &plain, NULL) == 0 && plain && strchr(plain, ','));
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 32 --temp 0 -l 432+5 --logit-bias 432-inf", m);
+    CHECK(trit(args, &out, &err) == 0);
+    CHECKF(out && !strchr(out, ',') && err && strstr(err, "32 generated tokens"), "got '%s'", out ? out : "");
+    free(out), free(err);
+    /* penalties change the greedy text, which repeats tokens of its own and of the prompt */
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 32 --temp 0 --frequency-penalty 1 --presence-penalty 0.5", m);
+    CHECK(trit(args, &out, NULL) == 0);
+    CHECKF(out && plain && strcmp(out, plain), "the same text: %s", out ? out : "");
+    free(out), free(plain);
+    /* chat: a reply of 4 tokens with every flag */
+    char in[] = "/tmp/trit-cli-in-XXXXXX";
+    int fd = mkstemp(in);
+    REQUIRE(fd >= 0);
+    CHECK(write(fd, "hi\n", 3) == 3);
+    close(fd);
+    snprintf(args, sizeof args, "chat -m %s -n 4 --temp 0 --ignore-eos -l 2+100 --presence-penalty 0.2 "
+             "--frequency-penalty 0.1 < %s", m, in);
+    CHECK(trit(args, &out, &err) == 0);
+    CHECKF(err && strstr(err, " prompt, 4 generated tokens)"), "%s", err ? err : "");
+    free(out), free(err);
+    unlink(in);
+}
+
 static void test_tokenize_ids(void) {
     char args[1024], *out = NULL;
     snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --ids", shared_path("data/models/stories260K.gguf"));
@@ -142,6 +202,7 @@ const test_case cli_tests[] = {
     {"help", test_help},
     {"run_greedy", test_run_greedy},
     {"run_seed", test_run_seed},
+    {"sampling_flags", test_sampling_flags},
     {"tokenize_ids", test_tokenize_ids},
     {"logits_file", test_logits_file},
     {0},

@@ -20,6 +20,8 @@ static void test_defaults(void) {
     trit_sampler_params p = trit_sampler_default_params();
     CHECK(p.temp == 0.8f && p.top_k == 40 && p.top_p == 0.95f && p.min_p == 0.05f);
     CHECK(p.repeat_penalty == 1.0f && p.repeat_last_n == 64 && p.seed == TRIT_DEFAULT_SEED);
+    CHECK(p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.logit_bias && p.n_logit_bias == 0 &&
+          !p.ignore_eos);
 }
 
 static void test_greedy(void) {
@@ -268,6 +270,205 @@ static void test_whole_history(void) {
     trit_sampler_free(s);
 }
 
+/* Biases come first and add to the logits: all of a token's entries count, in order; ids outside
+ * the vocabulary are ignored; the caller's array is copied; reset keeps them. */
+static void test_logit_bias(void) {
+    trit_logit_bias b[] = {{2, -1.5f}, {0, 0.25f}, {2, 0.25f}, {7, 100.0f}, {-1, 100.0f}};
+    trit_sampler_params p = plain(1);
+    p.temp = 0;
+    p.logit_bias = b;
+    p.n_logit_bias = 5;
+    trit_sampler *s = trit_sampler_new(&p, 4);
+    REQUIRE(s);
+    b[1].bias = 100.0f; /* copied at creation: no effect */
+    const float l[4] = {1.0f, 2.0f, 3.0f, -4.0f};
+    float out[4];
+    trit_sampler_adjust_logits(s, l, out);
+    CHECKF(out[0] == 1.25f && out[1] == 2.0f && out[2] == 1.75f && out[3] == -4.0f, "%g %g %g %g", out[0], out[1],
+           out[2], out[3]);
+    CHECK(trit_sampler_sample(s, l) == 1); /* 2 without the biases */
+    trit_sampler_reset(s);
+    CHECK(trit_sampler_sample(s, l) == 1);
+    trit_sampler_free(s);
+    /* +log 8 on token 4 multiplies its probability by 8: 0.05 -> 0.40 (of 1.35) */
+    float lp[5];
+    log_probs(lp);
+    trit_logit_bias up = {4, logf(8.0f)};
+    p = plain(6);
+    p.logit_bias = &up;
+    p.n_logit_bias = 1;
+    const double want[5] = {0.40 / 1.35, 0.30 / 1.35, 0.15 / 1.35, 0.10 / 1.35, 0.40 / 1.35};
+    check_distribution(&p, lp, want, 5);
+}
+
+/* A ban (-INFINITY) makes the likeliest token impossible under any seed and temperature. */
+static void test_ban(void) {
+    const float l[4] = {5.0f, 1.0f, 0.5f, 0.0f};
+    const float temps[] = {0.0f, 0.5f, 1.0f, 100.0f, 1e30f, INFINITY};
+    trit_logit_bias ban = {0, -INFINITY};
+    int drawn = 0, banned = 0, others[4] = {0};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++)
+        for (uint64_t seed = 0; seed < 200; seed++) {
+            trit_sampler_params p = seed % 2 ? plain(seed) : trit_sampler_default_params(); /* full vocab, or truncated */
+            p.seed = seed;
+            p.temp = temps[t];
+            trit_sampler *free_s = trit_sampler_new(&p, 4);
+            p.logit_bias = &ban;
+            p.n_logit_bias = 1;
+            trit_sampler *s = trit_sampler_new(&p, 4);
+            REQUIRE(s && free_s);
+            for (int i = 0; i < 20; i++) {
+                int32_t k = trit_sampler_sample(s, l);
+                banned += k == 0;
+                if (k > 0 && k < 4) others[k]++;
+                drawn += trit_sampler_sample(free_s, l) == 0;
+            }
+            trit_sampler_free(s);
+            trit_sampler_free(free_s);
+        }
+    CHECKF(banned == 0, "the banned token was drawn %d times", banned);
+    CHECK(others[1] > 0 && others[2] > 0 && others[3] > 0); /* at temperature infinity all three */
+    CHECK(drawn > 10000); /* unbanned, it is the likeliest */
+    /* top-k 1 keeps the best token that is not banned */
+    trit_sampler_params p = plain(3);
+    p.top_k = 1;
+    p.logit_bias = &ban;
+    p.n_logit_bias = 1;
+    trit_sampler *s = trit_sampler_new(&p, 4);
+    REQUIRE(s);
+    for (int i = 0; i < 20; i++) CHECK(trit_sampler_sample(s, l) == 1);
+    trit_sampler_free(s);
+}
+
+/* llama.cpp's penalties, after the biases, over the last repeat_last_n accepted tokens: a token
+ * there count times gets the repeat penalty (a logit <= 0 multiplied, others divided), then
+ * count * frequency + presence subtracted. The values are exact in binary. */
+static void test_penalties(void) {
+    trit_logit_bias b = {1, -3.0f};
+    trit_sampler_params p = plain(1);
+    p.temp = 0;
+    p.repeat_penalty = 2.0f;
+    p.frequency_penalty = 0.25f;
+    p.presence_penalty = 0.5f;
+    p.repeat_last_n = 3;
+    p.logit_bias = &b;
+    p.n_logit_bias = 1;
+    trit_sampler *s = trit_sampler_new(&p, 5);
+    REQUIRE(s);
+    const float l[5] = {3.0f, 1.0f, -1.0f, 2.0f, 0.0f};
+    float out[5];
+    trit_sampler_accept(s, 0);
+    trit_sampler_accept(s, 0);
+    trit_sampler_accept(s, 1); /* window 0, 0, 1 */
+    trit_sampler_adjust_logits(s, l, out);
+    /* 0: 3 / 2 - (2 * 0.25 + 0.5) = 0.5; 1: (1 - 3) * 2 - 0.75 = -4.75 (penalties first would give
+     * 1 / 2 - 0.75 - 3 = -3.25); 2, 3, 4: outside the window */
+    CHECKF(out[0] == 0.5f && out[1] == -4.75f && out[2] == -1.0f && out[3] == 2.0f && out[4] == 0.0f,
+           "%g %g %g %g %g", out[0], out[1], out[2], out[3], out[4]);
+    CHECK(trit_sampler_sample(s, l) == 3);
+    trit_sampler_accept(s, 2); /* window 0, 1, 2 */
+    trit_sampler_adjust_logits(s, l, out);
+    CHECK(out[0] == 0.75f && out[1] == -4.75f && out[2] == -2.75f && out[3] == 2.0f); /* 2: -1 * 2 - 0.75 */
+    trit_sampler_accept(s, 3); /* window 1, 2, 3 */
+    float in_place[5] = {3.0f, 1.0f, -1.0f, 2.0f, 0.0f};
+    trit_sampler_adjust_logits(s, in_place, in_place);
+    CHECK(in_place[0] == 3.0f && in_place[1] == -4.75f && in_place[2] == -2.75f && in_place[3] == 0.25f);
+    CHECK(trit_sampler_sample(s, l) == 0);
+    trit_sampler_reset(s); /* the biases stay */
+    trit_sampler_adjust_logits(s, l, out);
+    CHECK(out[0] == 3.0f && out[1] == -2.0f && out[2] == -1.0f && out[3] == 2.0f);
+    trit_sampler_free(s);
+    /* a window of 0 turns every penalty off */
+    p.repeat_last_n = 0;
+    s = trit_sampler_new(&p, 5);
+    REQUIRE(s);
+    trit_sampler_accept(s, 0);
+    trit_sampler_adjust_logits(s, l, out);
+    CHECK(out[0] == 3.0f && out[1] == -2.0f);
+    trit_sampler_free(s);
+    /* presence alone: a repeated token loses its lead */
+    trit_sampler_params q = plain(1);
+    q.temp = 0;
+    q.presence_penalty = 0.25f;
+    s = trit_sampler_new(&q, 2);
+    REQUIRE(s);
+    const float close[2] = {2.0f, 1.9f};
+    CHECK(trit_sampler_sample(s, close) == 0);
+    trit_sampler_accept(s, 0);
+    CHECK(trit_sampler_sample(s, close) == 1);
+    trit_sampler_free(s);
+}
+
+/* A positive bias or a negative penalty lifts a token from below the top k into it. */
+static void test_lift_into_top_k(void) {
+    const float l[4] = {1.0f, 0.5f, 0.25f, 0.0f};
+    trit_logit_bias up = {2, 1.0f};
+    for (int c = 0; c < 4; c++) {
+        trit_sampler_params p = plain(3);
+        p.top_k = 1;
+        if (c == 1) p.frequency_penalty = -2.0f;
+        if (c == 2) p.presence_penalty = -2.0f;
+        if (c == 3) p.logit_bias = &up, p.n_logit_bias = 1;
+        trit_sampler *s = trit_sampler_new(&p, 4);
+        REQUIRE(s);
+        trit_sampler_accept(s, 3);
+        const int32_t want = c == 0 ? 0 : c == 3 ? 2 : 3; /* 3 rises to 2.0; 2 to 1.25 */
+        for (int i = 0; i < 10; i++) CHECKF(trit_sampler_sample(s, l) == want, "case %d: want %d", c, want);
+        trit_sampler_free(s);
+    }
+}
+
+/* ignore_eos bans the model's end-of-generation tokens, however likely, and needs the model. */
+static void test_ignore_eos(void) {
+    char err[256];
+    trit_model_params mp = trit_model_default_params();
+    trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), &mp, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    int n = trit_model_n_vocab(m), n_eog = 0;
+    float *l = malloc((size_t)n * sizeof *l), *out = malloc((size_t)n * sizeof *out);
+    if (!l || !out) {
+        free(l), free(out), trit_model_free(m);
+        REQUIRE(0);
+    }
+    uint32_t st = 5;
+    lcg_logits(l, n, &st);
+    for (int v = 0; v < n; v++)
+        if (trit_token_is_eog(m, v)) l[v] = 100.0f, n_eog++;
+    CHECK(n_eog >= 1 && trit_token_is_eog(m, trit_token_eos(m)));
+    trit_sampler_params p = trit_sampler_default_params();
+    p.temp = 0;
+    trit_sampler *s = trit_sampler_new_model(m, &p);
+    CHECK(s && trit_token_is_eog(m, trit_sampler_sample(s, l))); /* without it, the end it is */
+    trit_sampler_free(s);
+    p.ignore_eos = 1;
+    CHECK(trit_sampler_new(&p, n) == NULL); /* the bans need the model */
+    CHECK(trit_sampler_new_model(NULL, &p) == NULL);
+    const float temps[] = {0.0f, 0.8f, 1.5f, INFINITY};
+    int eog = 0, fails = 0;
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++)
+        for (uint64_t seed = 0; seed < 50; seed++) {
+            trit_sampler_params q = seed % 2 ? plain(seed) : trit_sampler_default_params();
+            q.seed = seed;
+            q.temp = temps[t];
+            q.ignore_eos = 1;
+            trit_sampler *e = trit_sampler_new_model(m, &q);
+            fails += !e;
+            for (int i = 0; e && i < 20; i++) eog += trit_token_is_eog(m, trit_sampler_sample(e, l)) != 0;
+            trit_sampler_free(e);
+        }
+    CHECKF(eog == 0 && fails == 0, "%d end-of-generation tokens drawn, %d samplers failed", eog, fails);
+    s = trit_sampler_new_model(m, &p);
+    REQUIRE(s);
+    trit_sampler_adjust_logits(s, l, out);
+    int wrong = 0;
+    for (int v = 0; v < n; v++) wrong += trit_token_is_eog(m, v) ? out[v] != -INFINITY : out[v] != l[v];
+    CHECK(wrong == 0);
+    trit_sampler_free(s);
+    free(l);
+    free(out);
+    trit_model_free(m);
+}
+
 static void test_total(void) {
     trit_sampler_params p = trit_sampler_default_params();
     CHECK(trit_sampler_new(&p, 0) == NULL);
@@ -278,6 +479,25 @@ static void test_total(void) {
     CHECK(trit_sampler_new(&p, 4) == NULL);
     p = trit_sampler_default_params();
     p.temp = NAN;
+    CHECK(trit_sampler_new(&p, 4) == NULL);
+    const float bad_bias[] = {NAN, INFINITY};
+    for (int i = 0; i < 2; i++) {
+        trit_logit_bias b = {1, bad_bias[i]};
+        p = trit_sampler_default_params();
+        p.logit_bias = &b;
+        p.n_logit_bias = 1;
+        CHECK(trit_sampler_new(&p, 4) == NULL);
+    }
+    p = trit_sampler_default_params();
+    p.n_logit_bias = 1; /* and no array */
+    CHECK(trit_sampler_new(&p, 4) == NULL);
+    p.n_logit_bias = -1;
+    CHECK(trit_sampler_new(&p, 4) == NULL);
+    p = trit_sampler_default_params();
+    p.presence_penalty = NAN;
+    CHECK(trit_sampler_new(&p, 4) == NULL);
+    p = trit_sampler_default_params();
+    p.frequency_penalty = INFINITY;
     CHECK(trit_sampler_new(&p, 4) == NULL);
 
     p = trit_sampler_default_params();
@@ -321,6 +541,11 @@ const test_case sampler_tests[] = {
     {"top_p_full_vocab", test_top_p_full_vocab},
     {"repeat_penalty", test_repeat_penalty},
     {"whole_history", test_whole_history},
+    {"logit_bias", test_logit_bias},
+    {"ban", test_ban},
+    {"penalties", test_penalties},
+    {"lift_into_top_k", test_lift_into_top_k},
+    {"ignore_eos", test_ignore_eos},
     {"total", test_total},
     {"null_params", test_null_params},
     {0},

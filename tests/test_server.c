@@ -1,18 +1,19 @@
 /* Server tests without sockets: requests go straight to route_request, with a real scheduler
- * thread and stories260K behind it; streams are read through sse_next as http.c reads them. */
+ * thread and stories260K behind it; streams are read through sse_next as http.c reads them.
+ * Here: the harness (test_server.h), the endpoints, sampling controls, errors, the text filter
+ * and the serve flags; test_server_sched.c tests the scheduler. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "../server/server.h"
 #include "gguf_edit.h"
 #include "test.h"
+#include "test_server.h"
 
 /* ---- harness ---- */
 
-static server *open_with(void (*tweak)(srv_config *)) {
+server *open_with(void (*tweak)(srv_config *)) {
     server *sv = calloc(1, sizeof *sv);
     srv_config_defaults(&sv->cfg);
     sv->cfg.model_path = shared_path("data/models/stories260K.gguf");
@@ -37,9 +38,9 @@ static server *open_with(void (*tweak)(srv_config *)) {
     return sv;
 }
 
-static server *open_server(void) { return open_with(NULL); }
+server *open_server(void) { return open_with(NULL); }
 
-static void close_server(server *sv) {
+void close_server(server *sv) {
     if (!sv) return;
     sched_free(sv->sch);
     trit_model_free(sv->model);
@@ -47,7 +48,7 @@ static void close_server(server *sv) {
 }
 
 /* The whole SSE text of a streamed reply. */
-static char *read_stream(server *sv, srv_task *t) {
+char *read_stream(server *sv, srv_task *t) {
     sse_stream st = {.sv = sv, .t = t};
     strbuf all = {0};
     sb_add(&all, "", 0);
@@ -74,7 +75,7 @@ static int request(server *sv, const char *method, const char *url, const char *
 }
 
 /* POSTs and parses the JSON reply; expects the given status. */
-static json_t *post(server *sv, const char *url, const char *body, int want) {
+json_t *post(server *sv, const char *url, const char *body, int want) {
     char *out = NULL;
     int st = request(sv, "POST", url, body, &out);
     CHECKF(st == want, "POST %s %s: status %d, want %d: %s", url, body, st, want, out ? out : "");
@@ -93,7 +94,7 @@ static json_t *get(server *sv, const char *url, int want) {
     return j;
 }
 
-static const char *jpath_str(json_t *j, const char *a, const char *b) {
+const char *jpath_str(json_t *j, const char *a, const char *b) {
     json_t *x = json_object_get(j, a);
     return json_string_value(b ? json_object_get(x, b) : x);
 }
@@ -103,7 +104,7 @@ static json_t *choice0(json_t *j) { return json_array_get(json_object_get(j, "ch
 static const char *chat_text(json_t *j) { return jpath_str(choice0(j), "message", "content"); }
 
 /* Checks an error reply's shape: {"error":{"code","message","type"}}. */
-static void check_error(json_t *j, int code, const char *type) {
+void check_error(json_t *j, int code, const char *type) {
     json_t *e = json_object_get(j, "error");
     CHECKF(json_integer_value(json_object_get(e, "code")) == code, "error code %lld, want %d",
            (long long)json_integer_value(json_object_get(e, "code")), code);
@@ -113,7 +114,7 @@ static void check_error(json_t *j, int code, const char *type) {
 }
 
 /* After any error the server still answers a real request. */
-static void check_alive(server *sv) {
+void check_alive(server *sv) {
     json_t *j = post(sv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}", 200);
     CHECK(chat_text(j));
     json_decref(j);
@@ -401,204 +402,6 @@ static void test_logprobs(void) {
     close_server(sv);
 }
 
-/* ---- engine ---- */
-
-static void test_prompt_cache(void) {
-    server *sv = open_server();
-    REQUIRE(sv);
-    const char *body = "{\"prompt\":\"Once upon a time, there was a little girl\",\"n_predict\":8,\"id_slot\":0}";
-    json_t *a = post(sv, "/completion", body, 200);
-    json_t *b = post(sv, "/completion", body, 200);
-    CHECK(json_integer_value(json_object_get(a, "tokens_cached")) == 0);
-    CHECK(json_integer_value(json_object_get(b, "tokens_cached")) == json_integer_value(json_object_get(b, "tokens_evaluated")) - 1);
-    CHECK(!strcmp(jpath_str(a, "content", NULL), jpath_str(b, "content", NULL)));
-    /* a longer prompt with the old one as its prefix resumes too */
-    json_t *c = post(sv, "/completion", "{\"prompt\":\"Once upon a time, there was a little girl named Lily\",\"n_predict\":4,\"id_slot\":0}", 200);
-    CHECK(json_integer_value(json_object_get(c, "tokens_cached")) > 0);
-    json_t *d = post(sv, "/completion", "{\"prompt\":\"Once upon a time, there was a little girl\",\"n_predict\":8,\"id_slot\":0,\"cache_prompt\":false}", 200);
-    CHECK(json_integer_value(json_object_get(d, "tokens_cached")) == 0 && !strcmp(jpath_str(a, "content", NULL), jpath_str(d, "content", NULL)));
-    json_decref(a), json_decref(b), json_decref(c), json_decref(d);
-    close_server(sv);
-}
-
-static void qwen35(srv_config *c) { c->model_path = shared_path("golden/models/tiny-qwen35-PTQ1_0.gguf"); }
-
-static char *content_of(server *sv, const char *body, int *cached) {
-    json_t *j = post(sv, "/completion", body, 200);
-    *cached = (int)json_integer_value(json_object_get(j, "tokens_cached"));
-    char *s = strdup(jpath_str(j, "content", NULL) ? jpath_str(j, "content", NULL) : "?");
-    json_decref(j);
-    return s;
-}
-
-/* The recurrent (Gated DeltaNet) state cannot rewind: a cached prefix resumes from a checkpoint,
- * and the continuation equals a run from scratch. */
-static void test_prompt_cache_recurrent(void) {
-    server *sv = open_with(qwen35);
-    REQUIRE(sv);
-    const char *p1 = "{\"prompt\":[1,17,42,99,7,12,5,64],\"n_predict\":6,\"id_slot\":0%s}";
-    const char *p2 = "{\"prompt\":[1,17,42,99,7,12,5,64,3,8,77],\"n_predict\":6,\"id_slot\":0%s}";
-    char body[256];
-    int c0, c1, c2, c3;
-    snprintf(body, sizeof body, p1, ",\"cache_prompt\":false");
-    char *fresh1 = content_of(sv, body, &c0);
-    snprintf(body, sizeof body, p2, ",\"cache_prompt\":false");
-    char *fresh2 = content_of(sv, body, &c0);
-    snprintf(body, sizeof body, p1, "");
-    char *a = content_of(sv, body, &c1); /* fills the cache */
-    char *b = content_of(sv, body, &c2); /* the same prompt: resumes from the checkpoint */
-    snprintf(body, sizeof body, p2, "");
-    char *c = content_of(sv, body, &c3); /* a longer prompt: resumes from the checkpoint too */
-    CHECK(c0 == 0 && c2 == 7 && c3 == 7);
-    CHECK(!strcmp(a, fresh1) && !strcmp(b, fresh1));
-    CHECKF(!strcmp(c, fresh2), "resumed '%s' != fresh '%s'", c, fresh2);
-    free(fresh1), free(fresh2), free(a), free(b), free(c);
-    close_server(sv);
-}
-
-/* Several requests at once over fewer slots: all finish, each as it would alone (greedy). */
-static void test_concurrent(void) {
-    server *sv = open_server();
-    REQUIRE(sv);
-    const char *prompts[] = {"Once upon a time", "The cat", "Lily and Ben", "One day, a big"};
-    char *want[4];
-    for (int i = 0; i < 4; i++) {
-        char body[256];
-        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"n_predict\":12,\"cache_prompt\":false}", prompts[i]);
-        json_t *j = post(sv, "/completion", body, 200);
-        want[i] = strdup(jpath_str(j, "content", NULL) ? jpath_str(j, "content", NULL) : "");
-        json_decref(j);
-    }
-    route_reply r[4];
-    for (int i = 0; i < 4; i++) {
-        char body[256];
-        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"n_predict\":12,\"stream\":%s}", prompts[i], i % 2 ? "true" : "false");
-        route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r[i]);
-        CHECK(r[i].task);
-    }
-    for (int i = 0; i < 4; i++) {
-        if (!r[i].task) continue;
-        if (r[i].stream) {
-            char *sse = read_stream(sv, r[i].task);
-            strbuf c = {0};
-            sb_add(&c, "", 0);
-            for (const char *p = strstr(sse, "data: "); p; p = strstr(p + 1, "data: ")) {
-                json_t *j = json_loadb(p + 6, strcspn(p + 6, "\n"), 0, NULL);
-                const char *t = jpath_str(j, "content", NULL);
-                if (t) sb_add(&c, t, strlen(t));
-                json_decref(j);
-            }
-            CHECKF(!strcmp(c.s, want[i]), "stream %d: '%s' != '%s'", i, c.s, want[i]);
-            sb_free(&c), free(sse);
-        } else {
-            route_await(sv, &r[i], NULL, NULL);
-            json_t *j = json_loads(r[i].body, 0, NULL);
-            CHECKF(!strcmp(jpath_str(j, "content", NULL), want[i]), "request %d differs", i);
-            json_decref(j), free(r[i].body);
-        }
-    }
-    for (int i = 0; i < 4; i++) free(want[i]);
-    close_server(sv);
-}
-
-static void fast_ping(srv_config *c) { c->ping_ms = 1; }
-
-/* A stream waiting behind a busy slot sends keep-alive comments, then its data as usual. */
-static void test_sse_ping(void) {
-    server *sv = open_with(fast_ping);
-    REQUIRE(sv);
-    route_reply busy, r;
-    const char *b1 = "{\"prompt\":\"Once\",\"n_predict\":200,\"id_slot\":0,\"logit_bias\":[[2,false]]}";
-    const char *b2 = "{\"prompt\":\"Once\",\"n_predict\":2,\"id_slot\":0,\"stream\":true}";
-    route_request(sv, "POST", "/completion", NULL, b1, strlen(b1), &busy);
-    route_request(sv, "POST", "/completion", NULL, b2, strlen(b2), &r);
-    REQUIRE(busy.task && r.task);
-    sse_stream st = {.sv = sv, .t = r.task};
-    strbuf all = {0};
-    char *f;
-    while ((f = sse_next(&st, 5))) sb_add(&all, f, strlen(f)), free(f);
-    task_release(r.task);
-    CHECK(all.s && !strncmp(all.s, ": ping\n\n", 8) && strstr(all.s, "\"stop\":true"));
-    sb_free(&all);
-    route_await(sv, &busy, NULL, NULL);
-    free(busy.body);
-    close_server(sv);
-}
-
-/* A stream nobody reads only fills its own queue: other requests finish meanwhile. */
-static void test_slow_reader(void) {
-    server *sv = open_server();
-    REQUIRE(sv);
-    route_reply idle;
-    const char *body = "{\"prompt\":\"Once\",\"n_predict\":100,\"stream\":true,\"logit_bias\":[[2,false]]}";
-    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &idle);
-    REQUIRE(idle.task);
-    for (int i = 0; i < 3; i++) check_alive(sv);
-    CHECK(task_wait(idle.task, 99, 10000)); /* all 100 tokens queued without a reader */
-    char *sse = read_stream(sv, idle.task);
-    CHECK(sse && strstr(sse, "\"tokens_predicted\":100"));
-    free(sse);
-    close_server(sv);
-}
-
-static int gone(void *ctx) { return (void)ctx, 0; }
-
-/* A client that leaves: its generation ends at the next step and the slot frees up. */
-static void test_cancel(void) {
-    server *sv = open_with(NULL);
-    REQUIRE(sv);
-    route_reply r;
-    const char *body = "{\"prompt\":\"Once\",\"n_predict\":-1,\"stream\":false,\"ignore_eos\":true}";
-    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r);
-    REQUIRE(r.task);
-    route_await(sv, &r, gone, NULL);
-    CHECK(r.status == 499);
-    free(r.body);
-    slot_info si[2];
-    for (int tries = 0; tries < 200; tries++) {
-        sched_slots(sv->sch, si, 2);
-        if (!si[0].is_processing && !si[1].is_processing) break;
-        nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
-    sched_slots(sv->sch, si, 2);
-    CHECK(!si[0].is_processing && !si[1].is_processing);
-    check_alive(sv);
-    close_server(sv);
-}
-
-static void tweak_timeout(srv_config *c) { c->timeout_s = 1, c->n_parallel = 1, c->n_ctx = 65536; }
-
-/* --timeout: a generation that runs past it ends (as a length limit) with what it has. A request
- * queued behind it reaches its own deadline at about the moment the slot frees (both count from
- * their submission), so it either gets 503 for its wait or the slot and then a length limit at
- * once; either way it ends by its deadline, and the server goes on. */
-static void test_timeout(void) {
-    server *sv = open_with(tweak_timeout);
-    REQUIRE(sv);
-    const char *body = "{\"prompt\":\"Once\",\"n_predict\":-1,\"ignore_eos\":true}";
-    route_reply r[2];
-    const double t0 = now_s();
-    for (int i = 0; i < 2; i++) route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r[i]);
-    REQUIRE(r[0].task && r[1].task);
-    for (int i = 0; i < 2; i++) route_await(sv, &r[i], NULL, NULL);
-    const double dt = now_s() - t0;
-    CHECKF(dt >= 1.0 && dt < 30.0, "ended after %.2f s (timeout 1 s)", dt);
-    for (int i = 0; i < 2; i++) {
-        json_t *j = json_loads(r[i].body ? r[i].body : "", 0, NULL);
-        CHECKF(j && (r[i].status == 200 || (i == 1 && r[i].status == 503)), "request %d: status %d %s", i, r[i].status,
-               r[i].body ? r[i].body : "");
-        if (j && r[i].status == 503) check_error(j, 503, "unavailable_error");
-        else if (j) {
-            const json_int_t n = json_integer_value(json_object_get(j, "tokens_predicted"));
-            CHECKF(n < 65000 && (i == 1 || n > 0), "request %d: %lld tokens", i, (long long)n);
-            CHECK(jpath_str(j, "stop_type", NULL) && !strcmp(jpath_str(j, "stop_type", NULL), "limit"));
-        }
-        json_decref(j), free(r[i].body);
-    }
-    check_alive(sv);
-    close_server(sv);
-}
-
 /* ---- errors: each one answered in llama-server's shape, and the server goes on ---- */
 
 static void test_error_400_json(void) {
@@ -819,13 +622,6 @@ const test_case server_tests[] = {
     {"metrics", test_metrics},
     {"stop_and_bias", test_stop_and_bias},
     {"logprobs", test_logprobs},
-    {"prompt_cache", test_prompt_cache},
-    {"prompt_cache_recurrent", test_prompt_cache_recurrent},
-    {"concurrent", test_concurrent},
-    {"slow_reader", test_slow_reader},
-    {"cancel", test_cancel},
-    {"timeout", test_timeout},
-    {"sse_ping", test_sse_ping},
     {"error_400_json", test_error_400_json},
     {"error_400_fields", test_error_400_fields},
     {"error_exceed_context", test_error_exceed_context},

@@ -1,0 +1,36 @@
+/* routes.h: what the server's JSON layer shares among its files: request.c (request bodies into
+ * srv_req), reply.c (the JSON replies) and routes.c (the endpoints). No other file sees JSON. */
+#ifndef TRIT_SERVER_ROUTES_H
+#define TRIT_SERVER_ROUTES_H
+
+#include <jansson.h>
+
+#include "server.h"
+
+#define FINGERPRINT "b1-trit"
+
+/* ---- request.c ---- */
+/* Where a parse error's one-line message goes. */
+typedef struct {
+    char *err;
+    size_t errlen;
+} perr;
+
+/* An optional boolean field: absent or null keeps *out; another type is an error (-1). */
+int opt_bool(json_t *o, const char *k, int *out, perr *e);
+
+/* ---- reply.c ---- */
+/* Sets the reply to j's compact text (taking j) with the given status. */
+void reply_json(route_reply *r, int status, json_t *j);
+/* {"error":{"code","message","type"}} */
+json_t *error_obj(int status, const char *type, const char *msg);
+/* route_error with a formatted message. */
+void errorf(route_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A JSON string of s (NULL reads as ""), invalid UTF-8 replaced by U+FFFD. */
+json_t *jstr(const char *s);
+/* The bytes of s as a JSON array of integers. */
+json_t *bytes_of(const char *s);
+/* The model's id in replies: the alias, else the model path. */
+const char *model_id(const server *sv);
+
+#endif
