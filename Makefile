@@ -34,15 +34,17 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
-# an instruction the CPU lacks (src/kernels/kernels.c picks at run time). Off-target folders
+# an instruction the CPU lacks (src/kernels/select.c picks at run time). Off-target folders
 # compile empty.
 MACHINE := $(shell $(CC) -dumpmachine)
 ifneq ($(findstring x86_64,$(MACHINE)),)
 X86 := $(BUILD)/src/kernels/x86
-$(X86)/avx2.o:    ISA := -mavx2 -mfma -mf16c
-$(X86)/avxvnni.o: ISA := -mavx2 -mfma -mf16c -mavxvnni
-$(X86)/avx512.o:  ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-$(X86)/amx.o:     ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mgfni -mamx-tile -mamx-int8
+$(X86)/avx2.o:        ISA := -mavx2 -mfma -mf16c
+$(X86)/attn_avx2.o:   ISA := -mavx2 -mfma -mf16c
+$(X86)/avxvnni.o:     ISA := -mavx2 -mfma -mf16c -mavxvnni
+$(X86)/avx512.o:      ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+$(X86)/attn_avx512.o: ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+$(X86)/amx.o:         ISA := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mgfni -mamx-tile -mamx-int8
 endif
 ifneq ($(findstring aarch64,$(MACHINE)),)
 $(BUILD)/src/kernels/arm/%.o: ISA := -march=armv8.2-a+dotprod
@@ -145,7 +147,7 @@ fuzz-request: $(FUZZ_REQ_BIN)
 # CPU that has dotprod, then on one without (which must fall back to scalar). Needs
 # gcc-aarch64-linux-gnu and qemu-user (.ci/run installs them).
 ARM_CC  ?= aarch64-linux-gnu-gcc
-ARM_SRC := src/kernels/kernels.c src/kernels/arm/neon.c src/types/quants.c src/types/quants_ternary.c src/types/repack.c \
+ARM_SRC := src/kernels/scalar.c src/kernels/select.c src/kernels/attn.c src/kernels/arm/neon.c src/types/quants.c src/types/quants_ternary.c src/types/repack.c \
            src/types/types.c src/base/util.c \
            tests/test_kernels.c tests/main.c
 arm-test:

@@ -1,8 +1,9 @@
 /* attn_bench: single-threaded decode attention on an f16 cache (one query row, ggml's exact f16
- * arithmetic), each code path of this CPU against the AVX2 one, A/B back to back in one process:
+ * arithmetic), the attention entries of each kernel set of this CPU against the AVX2 set's (sets
+ * whose entries are those of a set before them are not timed again), A/B back to back in one process:
  * 8 KV heads of 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers
  * as a decode step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread
- * CPU time, best of REPS rounds; each path's output must equal the portable path's bit for bit.
+ * CPU time, best of REPS rounds; each set's output must equal the scalar set's bit for bit.
  * Usage: attn-bench [reps] */
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "backend/cpu/attn.h"
+#include "kernels/kernels.h"
 
 /* CPU time of this thread: a shared machine's time slices given to others do not count. */
 static double now(void) {
@@ -27,25 +29,41 @@ static float frand(float scale) {
 
 #define LAYERS 28
 
-/* Seconds of one call of span sp on a path, over a round of calls through every layer. */
-static double time_call(const kv_span *sp, int level, float *scratch) {
+/* Seconds of one call of span sp with a set's entries, over a round of calls through every layer. */
+static double time_call(const kv_span *sp, const kernel_set *k, float *scratch) {
     kv_span s = *sp;
     int calls = LAYERS * (1 + (int)(256 / (sp->pos0 + 1)));
     double t = now();
-    for (int i = 0; i < calls; i++) s.il = i % LAYERS, kv_attend_at(&s, level, 0, 1, scratch);
+    for (int i = 0; i < calls; i++) s.il = i % LAYERS, kv_attend_with(&s, k, 0, 1, scratch);
     return (now() - t) / calls;
 }
 
+static int same_attn(const kernel_attn *a, const kernel_attn *b) {
+    return a->plain == b->plain && a->f16 == b->f16 && a->f16_heads == b->f16_heads && a->f16_wide == b->f16_wide &&
+           a->fa_tiles == b->fa_tiles && a->to_f16 == b->to_f16;
+}
+
+#define MAX_SETS 4
+
 int main(int argc, char **argv) {
-    int reps = argc > 1 ? atoi(argv[1]) : 20, best_level = kv_attend_level();
+    int reps = argc > 1 ? atoi(argv[1]) : 20, ns = 0;
     const int keys[] = {64, 256, 1024, 4096}, groups[] = {2, 4}, n_kv = 8, hd = 128, n_ctx = 4096;
-    static const char *names[] = {"portable", "avx2", "avx512"};
-    if (reps < 1 || best_level < KV_AVX2) {
+    static const char *const names[MAX_SETS] = {"avx2", "avxvnni", "avx512", "amx"};
+    const kernel_set *sets[MAX_SETS], *scalar = kernels_variant("scalar");
+    for (int v = 0; v < MAX_SETS; v++) { /* the first set of each distinct attention */
+        const kernel_set *k = kernels_variant(names[v]);
+        int seen = !k;
+        for (int i = 0; i < ns && !seen; i++) seen = same_attn(&sets[i]->attn, &k->attn);
+        if (!seen) sets[ns++] = k;
+    }
+    if (reps < 1 || !kernels_variant("avx2")) {
         fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
         return 1;
     }
     printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv, LAYERS, reps);
-    printf("%6s %5s %10s %10s %8s\n", "keys", "group", "avx2", names[best_level], "speedup");
+    printf("%6s %5s", "keys", "group");
+    for (int i = 0; i < ns; i++) printf(" %10s", sets[i]->name);
+    printf(" %8s\n", "speedup");
     for (int gi = 0; gi < 2; gi++) {
         int nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
         kv_cache c = {1, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
@@ -64,20 +82,21 @@ int main(int argc, char **argv) {
         for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
         for (int ki = 0; ki < 4; ki++) {
             kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};
-            kv_attend_at(&sp, KV_PORTABLE, 0, 1, scratch);
+            kv_attend_with(&sp, scalar, 0, 1, scratch);
             sp.out = out;
-            double best[3] = {INFINITY, INFINITY, INFINITY};
+            double best[MAX_SETS] = {INFINITY, INFINITY, INFINITY, INFINITY};
             for (int r = 0; r < reps; r++)
-                for (int level = KV_AVX2; level <= best_level; level++) best[level] = fmin(best[level], time_call(&sp, level, scratch));
-            for (int level = KV_AVX2; level <= best_level; level++) {
-                kv_attend_at(&sp, level, 0, 1, scratch);
+                for (int i = 0; i < ns; i++) best[i] = fmin(best[i], time_call(&sp, sets[i], scratch));
+            for (int i = 0; i < ns; i++) {
+                kv_attend_with(&sp, sets[i], 0, 1, scratch);
                 if (memcmp(out, ref, qdim * sizeof *out)) {
-                    fprintf(stderr, "attn-bench: %s differs from the portable path\n", names[level]);
+                    fprintf(stderr, "attn-bench: %s differs from the scalar set\n", sets[i]->name);
                     return 1;
                 }
             }
-            printf("%6d %5d %10.2f %10.2f %7.2fx\n", keys[ki], groups[gi], best[KV_AVX2] * 1e6, best[best_level] * 1e6,
-                   best[KV_AVX2] / best[best_level]);
+            printf("%6d %5d", keys[ki], groups[gi]);
+            for (int i = 0; i < ns; i++) printf(" %10.2f", best[i] * 1e6);
+            printf(" %7.2fx\n", best[0] / best[ns - 1]);
         }
         free(c.k), free(c.v), free(q), free(ref), free(out), free(row), free(scratch);
     }

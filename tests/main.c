@@ -21,6 +21,7 @@
     X(bpe)        \
     X(sampler)    \
     X(model)      \
+    X(backend)    \
     X(rotation)   \
     X(synth)      \
     X(chat)       \

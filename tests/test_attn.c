@@ -1,5 +1,5 @@
-/* attn: every code path this CPU runs (kv_attend_at at each level up to kv_attend_level) against
- * the portable one, on random caches whose values vary by a factor of 100 between positions, over
+/* attn: the attention entries of every kernel set this CPU runs (kv_attend_with) against the
+ * scalar set's, on random caches whose values vary by a factor of 100 between positions, over
  * spans of many lengths and start positions, head sizes with and without a tail past the vector
  * width, GQA ratios from 1 to 40 query heads per KV head, both cache types, and work split over 1
  * to 3 threads (each thread's call alone, so the shares must cover every row and head, and give
@@ -53,31 +53,37 @@ static double cache_at(const kv_cache *c, const void *base, size_t i) {
     return c->f16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-/* Runs the span on a path as nth threads' calls (outputs start as NaN). */
-static void run(const kv_span *sp, float *out, int level, int nth, float *scratch) {
+/* The sets held to the scalar one: every other set this CPU runs. */
+static const char *const variants[] = {"avx2", "avxvnni", "avx512", "amx", "neon"};
+#define NVARIANTS (sizeof variants / sizeof variants[0])
+
+/* Runs the span with a set's entries as nth threads' calls (outputs start as NaN). */
+static void run(const kv_span *sp, float *out, const kernel_set *k, int nth, float *scratch) {
     size_t n = (size_t)sp->nq * sp->c->n_head * sp->c->head_dim;
     for (size_t i = 0; i < n; i++) out[i] = NAN;
     kv_span s = *sp;
     s.out = out;
-    for (int ith = 0; ith < nth; ith++) kv_attend_at(&s, level, ith, nth, scratch);
+    for (int ith = 0; ith < nth; ith++) kv_attend_with(&s, k, ith, nth, scratch);
 }
 
-/* Every path and thread count against the portable path, bit for bit, for the f16 arithmetic of
- * short batches; the portable results must be finite (NaN would compare equal to NaN). */
+/* Every set and thread count against the scalar set, bit for bit, for the f16 arithmetic of
+ * short batches; the scalar results must be finite (NaN would compare equal to NaN). */
 static void f16_same(rig *r, int pos0, int nq, const char *what) {
     const kv_cache *c = &r->c;
     size_t n = (size_t)nq * c->n_head * c->head_dim;
     kv_span sp = {c, 0, r->q, NULL, pos0, nq, 1};
-    run(&sp, r->b, KV_PORTABLE, 1, r->scratch);
+    run(&sp, r->b, kernels_variant("scalar"), 1, r->scratch);
     int finite = 1;
     for (size_t i = 0; i < n; i++) finite &= isfinite(r->b[i]) != 0;
-    CHECKF(finite, "%s, head_dim %d, span %d+%d: the portable result is not finite", what, c->head_dim, pos0, nq);
-    for (int level = KV_AVX2; level <= kv_attend_level(); level++)
-        for (int nth = 1; nth <= 3; nth++) {
-            run(&sp, r->a, level, nth, r->scratch);
-            CHECKF(!memcmp(r->a, r->b, n * sizeof(float)), "%s, head_dim %d, %d/%d heads, span %d+%d, level %d, %d threads: f16 attention differs from the portable code",
-                   what, c->head_dim, c->n_head, c->n_head_kv, pos0, nq, level, nth);
+    CHECKF(finite, "%s, head_dim %d, span %d+%d: the scalar result is not finite", what, c->head_dim, pos0, nq);
+    for (size_t v = 0; v < NVARIANTS; v++) {
+        const kernel_set *k = kernels_variant(variants[v]);
+        for (int nth = 1; k && nth <= 3; nth++) {
+            run(&sp, r->a, k, nth, r->scratch);
+            CHECKF(!memcmp(r->a, r->b, n * sizeof(float)), "%s, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: f16 attention differs from the scalar set's",
+                   what, c->head_dim, c->n_head, c->n_head_kv, pos0, nq, k->name, nth);
         }
+    }
 }
 
 /* Random caches: head sizes of every AVX-512 column shape (128, 64, 96, 256) and none (72, 8),
@@ -139,7 +145,6 @@ static void attend_f32_close(void) {
     const int dims[] = {128, 64, 80, 72, 256}, heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
     const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
     const double u = 1.0 / (1 << 24);
-    int best = kv_attend_level();
     for (int f16 = 0; f16 < 2; f16++)
         for (int d = 0; d < 5; d++)
             for (int s = 0; s < 8; s++) {
@@ -148,7 +153,7 @@ static void attend_f32_close(void) {
                 rig r;
                 REQUIRE(!rig_new(&r, f16, nh, nkv, hd, 300, pos0 + nq - 1, nq));
                 kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, KV_TILED_BATCH};
-                run(&sp, r.b, KV_PORTABLE, 1, r.scratch);
+                run(&sp, r.b, kernels_variant("scalar"), 1, r.scratch);
                 double *p = malloc(300 * sizeof *p), *bound = malloc((size_t)qdim * nq * sizeof *bound);
                 REQUIRE(p && bound);
                 for (int t = 0; t < nq; t++)
@@ -176,32 +181,35 @@ static void attend_f32_close(void) {
                             }
                             size_t at = (size_t)t * qdim + (size_t)h * hd + i;
                             bound[at] = rel * mag;
-                            CHECKF(fabs(r.b[at] - exact) <= bound[at], "portable path off the exact value by %g > %g",
+                            CHECKF(fabs(r.b[at] - exact) <= bound[at], "scalar set off the exact value by %g > %g",
                                    fabs(r.b[at] - exact), bound[at]);
                         }
                     }
                 float *one = malloc((size_t)qdim * nq * sizeof *one);
                 REQUIRE(one);
-                for (int level = KV_AVX2; level <= best; level++)
-                    for (int nth = 1; nth <= 3; nth++) {
-                        run(&sp, r.a, level, nth, r.scratch);
+                for (size_t v = 0; v < NVARIANTS; v++) {
+                    const kernel_set *k = kernels_variant(variants[v]);
+                    for (int nth = 1; k && nth <= 3; nth++) {
+                        run(&sp, r.a, k, nth, r.scratch);
                         if (nth == 1) memcpy(one, r.a, (size_t)qdim * nq * sizeof *one);
-                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "level %d: %d threads differ from one", level, nth);
+                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "%s: %d threads differ from one", k->name, nth);
                         double w = 0;
                         for (size_t i = 0; i < (size_t)qdim * nq; i++) {
                             double x = fabs((double)r.a[i] - r.b[i]) / (2 * bound[i]);
                             w = isnan(x) ? INFINITY : fmax(w, x);
                         }
-                        CHECKF(w <= 1, "%s cache, head_dim %d, %d/%d heads, span %d+%d, level %d, %d threads: %g of the bound",
-                               f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, level, nth, w);
+                        CHECKF(w <= 1, "%s cache, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: %g of the bound",
+                               f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, k->name, nth, w);
                     }
+                }
                 free(p), free(bound), free(one);
                 rig_free(&r);
             }
 }
 
-/* kv_store's f16 rows (F16C where the CPU has it) against f32_to_f16, bit for bit: ties, the
- * edges of the f16 range, subnormals, infinities, NaN payloads, and a row with a tail. */
+/* kv_store's f16 rows (the chosen set's to_f16: F16C where the CPU has it), and every set's
+ * to_f16, against f32_to_f16, bit for bit: ties, the edges of the f16 range, subnormals,
+ * infinities, NaN payloads, and a row with a tail. */
 static void store_f16_same(void) {
     const float special[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, -1e9f,
                              6e-8f, 2.9e-8f, 3e-8f, 6.1e-5f, -6.09e-5f, 1e-40f, INFINITY, -INFINITY, NAN};
@@ -221,6 +229,15 @@ static void store_f16_same(void) {
         kv_store(&c, 0, p, k, v);
         for (int i = 0; i < kvdim; i++)
             same &= ((uint16_t *)c.k)[p * kvdim + i] == f32_to_f16(k[i]) && ((uint16_t *)c.v)[p * kvdim + i] == f32_to_f16(v[i]);
+        for (size_t s = 0; s <= NVARIANTS; s++) {
+            const kernel_set *ks = kernels_variant(s ? variants[s - 1] : "scalar");
+            uint16_t hk[42], hv[42];
+            if (!ks) continue;
+            ks->attn.to_f16(k, hk, (size_t)kvdim), ks->attn.to_f16(v, hv, (size_t)kvdim);
+            int ok = 1;
+            for (int i = 0; i < kvdim; i++) ok &= hk[i] == f32_to_f16(k[i]) && hv[i] == f32_to_f16(v[i]);
+            CHECKF(ok, "%s: to_f16 differs from f32_to_f16 (row %d)", ks->name, p);
+        }
     }
     CHECKF(same, "kv_store's f16 rows differ from f32_to_f16 (%s)", kernels_get()->name);
     free(c.k), free(c.v);

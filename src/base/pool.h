@@ -22,8 +22,8 @@ void pool_share(int64_t n, int64_t unit, int ith, int nth, int64_t *r0, int64_t 
  * machine slows (a busy sibling, a preemption) takes fewer. Thread ith first takes the items of
  * its own contiguous share of [0, n) in order, then what is left of the others': a thread's
  * weight streams then run on from one item into the next instead of starting cold at another
- * thread's leftovers (packed decode 1.05-1.2x against one shared counter). Zero the counter before
- * pool_run, then each thread takes items until pool_take returns -1. */
+ * thread's leftovers (see docs/performance.md). Zero the counter before pool_run, then each
+ * thread takes items until pool_take returns -1. */
 enum { POOL_SHARES = 8 }; /* threads past it share the shares */
 typedef struct {
     struct {

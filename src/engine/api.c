@@ -5,14 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "base/pool.h"
+#include "engine/session.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
-#include "base/pool.h"
 #include "types/types.h"
-#include "engine/session.h"
 
 struct trit_model {
     model *m;
+    backend b; /* the backend every session of the model runs on */
 };
 
 struct trit_session {
@@ -24,7 +26,7 @@ static void copy_err(const trit_err *e, char *err, size_t errlen) {
 }
 
 trit_model_params trit_model_default_params(void) {
-    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = MODEL_REPACK_CACHE_MIN};
+    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = 16ull << 20};
     return p;
 }
 
@@ -38,7 +40,8 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
         return NULL;
     }
     tm->m = model_load(path, p->use_mmap, &e);
-    if (tm->m && p->repack && model_repack(tm->m, p->use_mmap, p->repack_cache_min, &e)) {
+    const backend_params bp = {.use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min};
+    if (tm->m && backend_open(&tm->b, &backend_cpu, tm->m, &bp, &e)) {
         model_free(tm->m);
         tm->m = NULL;
     }
@@ -52,6 +55,7 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
 
 void trit_model_free(trit_model *m) {
     if (!m) return;
+    backend_close(&m->b);
     model_free(m->m);
     free(m);
 }
@@ -63,7 +67,7 @@ trit_model_info trit_model_get_info(const trit_model *tm) {
     const model *m = tm->m;
     trit_model_info info = {.arch = m->arch, .ftype = "none", .n_layer = m->hp.n_layer, .n_embd = m->hp.n_embd,
                             .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present,
-                            .repack = model_pack_source(m)};
+                            .repack = tm->b.ops->weights_source(&tm->b)};
     uint64_t by_type[TYPE_COUNT] = {0};
     for (size_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];
@@ -116,7 +120,7 @@ trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    ts->s = session_new(m->m, p->n_ctx, p->n_threads, !p->kv_f32, &e);
+    ts->s = session_new(&m->b, p->n_ctx, p->n_threads, !p->kv_f32, &e);
     if (!ts->s) {
         copy_err(&e, err, errlen);
         free(ts);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn.h"
 #include "types/repack.h"
 #include "types/types.h"
 
@@ -25,11 +26,19 @@ static inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 /* Bit-identical to the reference T_quantize_act of the activation type it is indexed by. */
 typedef void (*kernel_quantize)(const float *x, void *y, int64_t n);
 
+/* The Gated DeltaNet recurrence's f32 vector and small-matrix work. */
+typedef struct {
+    /* y = a y + b x */
+    void (*axpby)(float *restrict y, float a, float b, const float *restrict x, int n);
+    float (*dot)(const float *restrict x, const float *restrict y, int n);
+    /* y[0..d) += sum over s < n of c[s cs] X[s xs + 0..d) */
+    void (*maxpy)(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs);
+    /* out[j os + i] = A_i . B_j (rows of n floats, as and bs apart) for i < na, j < nb */
+    void (*dots)(float *out, int os, const float *A, int as, int na, const float *B, int bs, int nb, int n);
+} kernel_vec;
+
 typedef struct {
     const char *name;                        /* "scalar", "avx2", "avxvnni", "avx512", "amx", "neon" */
-    /* What code outside the set may use on this CPU: 0 nothing x86-specific, 1 AVX2 with FMA
-     * and F16C, 2 also AVX-512 F/BW/VL/VNNI. */
-    int x86_level;
     kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
     /* Repacked ternary weights (repack.h) x Q8_K activations, one kernel per layout: w is the
@@ -44,6 +53,8 @@ typedef struct {
     /* out = x / rms(x) * w over n values (w may be NULL: no scale); bit for bit the same in every
      * set: see rms_scale. */
     void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
+    kernel_vec vec; /* FMA forms in sets whose CPU has FMA (last-bit differences from scalar's) */
+    kernel_attn attn; /* attention over the KV cache (kernels/attn.h) */
 } kernel_set;
 
 /* ggml sums the squares in double; here in RMS_CHAINS double chains (chain c takes the elements
@@ -72,6 +83,7 @@ const kernel_set *kernels_variant(const char *name);
 /* For the variant files: each overrides the entries it accelerates in a set pre-filled by the
  * variant below it (scalar <- avx2 <- avx512 <- amx, avx2 <- avxvnni, scalar <- neon). Called
  * only when the CPU has the ISA. */
+void kernels_scalar_init(kernel_set *s);
 void kernels_avx2_init(kernel_set *s);
 void kernels_avxvnni_init(kernel_set *s);
 void kernels_avx512_init(kernel_set *s);

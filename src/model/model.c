@@ -5,19 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/pool.h"
 #include "types/types.h"
 
 typedef struct {
     const char *name;
+    arch_kind id;
     rope_kind rope;
     int (*load)(model *m, trit_err *err);
 } arch_entry;
 
 static const arch_entry arches[] = {
-    {"llama", ROPE_NORM, llama_load},
-    {"qwen3", ROPE_NEOX, llama_load},
-    {"qwen35", ROPE_NEOX, qwen35_load},
+    {"llama", ARCH_LLAMA, ROPE_NORM, llama_load},
+    {"qwen3", ARCH_QWEN3, ROPE_NEOX, llama_load},
+    {"qwen35", ARCH_QWEN35, ROPE_NEOX, qwen35_load},
 };
 
 int model_int(const model *m, const char *key, int64_t def, int64_t lo, int64_t hi, int *out, trit_err *err) {
@@ -127,6 +127,7 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
         fail(err, "%s: architecture '%s' is not supported (supported: llama, qwen3, qwen35)", path, arch);
         goto bad;
     }
+    m->arch_id = a->id;
     m->hp.rope = a->rope;
     if (read_hparams(m, err) || rot_contract_load(&m->rot, m->file, m->arch, err)) goto bad;
     if (!(m->layers = calloc((size_t)m->hp.n_layer, sizeof(layer)))) {
@@ -157,12 +158,10 @@ int model_has_weights(const model *m) { return m->layers != NULL; }
 
 void model_free(model *m) {
     if (!m) return;
-    model_unpack(m);
     free(m->layers);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     rot_contract_free(&m->rot);
-    pool_free(m->pool);
     vocab_free(m->vocab);
     gguf_close(m->file);
     free(m);

@@ -1,6 +1,6 @@
-/* model: hyperparameters and weights of a loaded model, bound to views of the GGUF file.
- * One file per architecture (llama.c: llama and qwen3; qwen35.c) provides load and forward;
- * blocks.c holds what they share. */
+/* model: hyperparameters and weights of a loaded model, bound to views of the GGUF file (bind.c).
+ * One file per architecture (llama.c: llama and qwen3; qwen35.c) binds its tensors; backends
+ * (backend/backend.h) run them. */
 #ifndef TRIT_MODEL_H
 #define TRIT_MODEL_H
 
@@ -20,11 +20,12 @@ typedef struct {
     uint64_t row_bytes;
     const uint8_t *data;
     rotation rot;      /* rot.block > 0: folded, the input must be rotated first */
-    const uint8_t *packed; /* the same rows repacked (repack.h), or NULL: matmuls then use it */
-    int packed_layout;     /* RP_C2 or RP_Q7 */
+    int id;            /* index among the model's bound weights (backends keep their own data by
+                          it); -1 when absent */
 } weight;
 
 typedef enum { ROPE_NORM, ROPE_NEOX } rope_kind;
+typedef enum { ARCH_LLAMA, ARCH_QWEN3, ARCH_QWEN35 } arch_kind;
 
 typedef struct {
     int n_vocab, n_embd, n_layer, n_ff;
@@ -64,16 +65,11 @@ typedef struct {
     weight ffn_down;               /* n_ff -> n_embd */
 } layer;
 
-/* Where a model's repacked weights come from (model_repack). */
-typedef enum { PACK_NONE, PACK_BUILT, PACK_CACHE } pack_source;
-
 typedef struct model model;
-typedef struct pack_writer pack_writer;
-typedef struct session session;
-typedef struct exec exec;
 
 struct model {
     char arch[32];
+    arch_kind arch_id;
     char desc[200];
     gguf_file *file;
     vocab *vocab;
@@ -85,17 +81,8 @@ struct model {
     weight output;     /* tied: a copy of tok_embd's view */
     layer *layers;
     float **owned;     /* decoded 1-D tensors (norms, conv, ...), freed with the model */
-    struct pool *pool; /* threads shared by the model's sessions (evaluated from one thread at a time) */
-    int pool_users;
     int n_owned, cap_owned;
-    pack_source pack_from;
-    file_map pack_map;       /* PACK_CACHE: the cache file holding the repacked weights */
-    uint8_t *pack_mem;       /* PACK_BUILT: anonymous memory holding them */
-    size_t pack_mem_bytes;
-    pack_writer *pack_writer; /* the cache file still being written from pack_mem, or NULL */
-    /* Runs one pass of nb rows (e->rows: session and position of each); logits of row t go to
-     * out[t] when not NULL. */
-    void (*forward)(exec *e, const int32_t *tokens, int nb, float *const *out);
+    int n_weights;     /* weights bound (ids 0..n_weights-1) */
 };
 
 /* Opens path, reads hyperparameters, binds every tensor (shapes checked), loads the vocab.
@@ -103,18 +90,6 @@ struct model {
 model *model_load(const char *path, int use_mmap, trit_err *err);
 void model_free(model *m);
 
-/* Packable bytes from which model_repack keeps the repacked weights in the on-disk cache. */
-#define MODEL_REPACK_CACHE_MIN (16ull << 20)
-/* Repacks every ternary matmul weight (repack_type_ok, n_in % RP_K == 0; not the token table,
- * nor a tied output) on all cores: mapped from the cache (repack_cache.h) when the packed bytes
- * reach cache_min and a valid cache exists, else built (and the cache written; when it cannot
- * be, one note on stderr). use_mmap = 0 reads the cache into memory. -1 with err set only when
- * out of memory. */
-int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err);
-/* Releases the repacked weights (model_free does), once a cache file being written is done. */
-void model_unpack(model *m);
-/* "built", "cache" or "none". */
-const char *model_pack_source(const model *m);
 int model_has_weights(const model *m);
 
 /* "<arch>.<key>" as an integer in [lo, hi] / a float in [lo, hi]; def when absent (an integer
@@ -122,7 +97,7 @@ int model_has_weights(const model *m);
 int model_int(const model *m, const char *key, int64_t def, int64_t lo, int64_t hi, int *out, trit_err *err);
 int model_float(const model *m, const char *key, double def, double lo, double hi, float *out, trit_err *err);
 
-/* Binding helpers for the architecture loaders (blocks.c). */
+/* Binding helpers for the architecture loaders (bind.c). */
 int bind_weight(model *m, weight *w, const char *name, int64_t n_in, int64_t n_out, int required, trit_err *err);
 /* A 1-D tensor of n values decoded to f32; returns NULL with err set when absent or misshapen. */
 float *bind_vector(model *m, const char *name, int64_t n, trit_err *err);

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu.h"
 #include "engine/session.h"
+#include "model/model.h"
 #include "trit.h"
 
 static int grow(void **p, int *cap, int need, size_t elem) {
@@ -149,7 +151,7 @@ static int run_chunks(model *m, session *s, const int32_t *tok, int n_tok, const
     observer o = {d, p->hessian, 0};
     int rc = 0;
     if (!chunk || !logits) rc = fail(err, "out of memory");
-    s->e.observe = observe, s->e.observe_ctx = &o;
+    cpu_state_observe(s->st, observe, &o);
     for (int c = 0; !rc && c < n_chunks; c++) {
         memcpy(chunk, tok + (size_t)c * n_ctx, (size_t)n_ctx * sizeof *chunk);
         if (bos >= 0) chunk[0] = bos;
@@ -159,7 +161,7 @@ static int run_chunks(model *m, session *s, const int32_t *tok, int n_tok, const
         if (p->log) fprintf(p->log, "\rcalib: chunk %d/%d", c + 1, n_chunks), fflush(p->log);
     }
     if (p->log) fputc('\n', p->log);
-    s->e.observe = NULL;
+    cpu_state_observe(s->st, NULL, NULL);
     for (int i = 0; i < d->n_acc; i++) mirror(&d->acc[i]);
     d->n_chunks = n_chunks, d->chunk_size = n_ctx;
     free(chunk);
@@ -175,7 +177,10 @@ int calib_run(const char *model_path, const char *text_path, const calib_params 
     size_t len = 0;
     int32_t *tok = NULL;
     session *s = NULL;
+    backend b = {0};
+    const backend_params bp = {.use_mmap = 1, .repack = 0}; /* observers see the file's weights */
     int rc = -1;
+    if (backend_open(&b, &backend_cpu, m, &bp, err)) goto done;
     if (read_text(text_path, &text, &len, err)) goto done;
     if (len > (size_t)INT_MAX - 16) {
         fail(err, "--calib: %s is too long", text_path);
@@ -191,7 +196,7 @@ int calib_run(const char *model_path, const char *text_path, const calib_params 
         goto done;
     }
     int threads = p->n_threads > 0 ? p->n_threads : trit_physical_cores();
-    if (!(s = session_new(m, p->n_ctx, threads, 1, err))) goto done;
+    if (!(s = session_new(&b, p->n_ctx, threads, 1, err))) goto done;
     const char *base = strrchr(text_path, '/');
     if (!(d->dataset = strdup(base ? base + 1 : text_path))) {
         fail(err, "out of memory");
@@ -200,6 +205,7 @@ int calib_run(const char *model_path, const char *text_path, const calib_params 
     rc = run_chunks(m, s, tok, n_tok, p, d, err);
 done:
     session_free(s);
+    backend_close(&b);
     free(tok);
     free(text);
     model_free(m);

@@ -1,640 +1,15 @@
 #include "backend/cpu/attn.h"
 
-#include <math.h>
-#include <pthread.h>
 #include <string.h>
-
-#include "kernels/kernels.h"
-#include "backend/cpu/ops.h"
-#include "base/util.h"
-
-/* f16 -> f32 by table: the cache is read head after head and token after token, and a 256 KiB
- * table that stays in cache beats converting bits each time (the values are identical). */
-static float f16_lut[65536];
-static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
-static void lut_init(void) {
-    for (uint32_t i = 0; i < 65536; i++) f16_lut[i] = f16_to_f32((uint16_t)i);
-}
-#define H2F(h) f16_lut[(h)]
 
 size_t kv_cache_bytes(const kv_cache *c) {
     return (size_t)c->n_layer * c->n_ctx * c->n_head_kv * c->head_dim * (c->f16 ? 2 : 4);
 }
 
-/* q · one cached key row (hd values) and out += p * one cached value row, for either cache type. */
-static float dot_row(const kv_cache *c, const void *base, size_t at, const float *q, int hd) {
-    float s = 0;
-    if (c->f16) {
-        const uint16_t *k = (const uint16_t *)base + at;
-        for (int i = 0; i < hd; i++) s += q[i] * H2F(k[i]);
-    } else {
-        const float *k = (const float *)base + at;
-        for (int i = 0; i < hd; i++) s += q[i] * k[i];
-    }
-    return s;
-}
-
-static void axpy_row(const kv_cache *c, const void *base, size_t at, float p, float *out, int hd) {
-    if (c->f16) {
-        const uint16_t *v = (const uint16_t *)base + at;
-        for (int i = 0; i < hd; i++) out[i] += p * H2F(v[i]);
-    } else {
-        const float *v = (const float *)base + at;
-        for (int i = 0; i < hd; i++) out[i] += p * v[i];
-    }
-}
-
-/* Softmax attention in f32 over either cache type: the f32 cache's only path, and for an f16
- * cache what ggml's tiled kernel computes for large prompt batches (f32 query and accumulator). */
-static void attend_plain(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scores) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int j = 0; j < n_keys; j++) scores[j] = dot_row(c, c->k, head + (size_t)j * kvdim, qh, hd) * scale;
-    softmax(scores, n_keys);
-    memset(o, 0, (size_t)hd * sizeof(float));
-    for (int j = 0; j < n_keys; j++) axpy_row(c, c->v, head + (size_t)j * kvdim, scores[j], o, hd);
-}
-
-/* f16 dot product in ggml's AVX2 order: four 8-lane fused accumulators over steps of 32,
- * reduced pairwise, the tail added in double. */
-static float dot_f16(const uint16_t *x, const float *yq, int n) {
-    float acc[4][8] = {{0}};
-    int np = n & ~31;
-    for (int i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++)
-                acc[j][l] = fmaf(H2F(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
-    float r[8], t[4];
-    for (int l = 0; l < 8; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    for (int l = 0; l < 4; l++) t[l] = r[l] + r[l + 4];
-    double sum = (t[0] + t[1]) + (t[2] + t[3]);
-    for (int i = np; i < n; i++) sum += (double)(H2F(x[i]) * yq[i]);
-    return (float)sum;
-}
-
-/* ggml's flash attention for one query row: online softmax, accumulator kept in f16. */
-static void attend_f16(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
-    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *qq = scratch, *acc = scratch + hd; /* query rounded to f16; accumulator (f16 values) */
-    {
-        int kvh = h / group;
-        for (int i = 0; i < hd; i++) qq[i] = H2F(f32_to_f16(qh[i]));
-        for (int i = 0; i < hd; i++) acc[i] = 0;
-        float S = 0, M = -INFINITY;
-        for (int j = 0; j < n_keys; j++) {
-            float sc = dot_f16(kc + (size_t)j * kvdim + kvh * hd, qq, hd) * scale;
-            float ms = 1, vs = 1;
-            if (sc > M) {
-                float old = M;
-                M = sc;
-                ms = expf(old - M);
-                for (int i = 0; i < hd; i++) acc[i] = H2F(f32_to_f16(acc[i] * ms));
-            } else {
-                vs = expf(sc - M);
-            }
-            const uint16_t *v = vc + (size_t)j * kvdim + kvh * hd;
-            for (int i = 0; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
-            S = S * ms + vs;
-        }
-        float inv = 1.0f / S;
-        for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
-    }
-}
-
-/* Flash attention's shape (below): */
-#define FA_ROWS 32 /* query rows of a tile: two vectors of 16 */
-#define FA_KEYS 64 /* keys of a block */
-#define FA_TILES 4 /* tiles that share each converted block of keys and values */
-#define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
-#define F16_BLOCK 64 /* keys the AVX-512 f16 decode scores before summing their values (a multiple of 16; measured) */
-#define F16_UNIT 32 /* query heads one call of the AVX-512 f16 decode serves at most (bounds its scratch) */
-
-#if defined(__x86_64__) && defined(__GNUC__)
-/* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
- * (fused multiply-adds, round-to-nearest-even f16 conversions), so the results are identical; it
- * is many times faster, and a decode step spends most of its time here once matmuls batch. Used
- * only when kernels_get chose avx2 or avx512, which checked the CPU for these extensions. */
-#include <immintrin.h>
-#define F16_AHEAD 8 /* keys: how far ahead decode asks for cache rows */
-#define F16_HEADS 8 /* query heads one pass of attend_f16_avx2 serves at most (bounds its scratch) */
-#define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
-#define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
-
-__attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int np = n & ~31;
-    for (int i = 0; i < np; i += 32)
-        UNROLL for (int j = 0; j < 4; j++) {
-            __m256 k = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * j)));
-            acc[j] = _mm256_fmadd_ps(k, _mm256_loadu_ps(yq + i + 8 * j), acc[j]);
-        }
-    __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
-    float t[4];
-    _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1)));
-    double sum = (t[0] + t[1]) + (t[2] + t[3]);
-    for (int i = np; i < n; i++) sum += (double)(H2F(x[i]) * yq[i]);
-    return (float)sum;
-}
-
-/* The query heads h..h+ng of one KV head go through its keys together: each row is fetched once
- * for all of them, and their independent chains overlap. */
-__attribute__((target("avx2,fma,f16c"))) static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, int ng,
-                                                                      int n_keys, float *o, float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv, kvh = h / group;
-    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim + kvh * hd;
-    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim + kvh * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *qq = scratch, *accs = scratch + (size_t)ng * hd; /* per head: query rounded to f16; accumulator */
-    float S[F16_HEADS], M[F16_HEADS];
-    int hv = hd & ~7;
-    for (int i = 0; i < ng * hd; i++) qq[i] = H2F(f32_to_f16(q[i])), accs[i] = 0;
-    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j = 0; j < n_keys; j++) {
-        if (j + F16_AHEAD < n_keys) /* a long cache comes from memory: ask for rows before they are due */
-            for (int i = 0; i < hd; i += 32) {
-                _mm_prefetch((const char *)(kc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
-                _mm_prefetch((const char *)(vc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
-            }
-        const uint16_t *v = vc + (size_t)j * kvdim;
-        for (int g = 0; g < ng; g++) {
-            float *acc = accs + (size_t)g * hd;
-            float sc = dot_f16_avx2(kc + (size_t)j * kvdim, qq + (size_t)g * hd, hd) * scale;
-            float ms = 1, vs = 1;
-            if (sc > M[g]) {
-                float old = M[g];
-                M[g] = sc;
-                ms = expf(old - sc);
-                for (int i = 0; i < hv; i += 8) _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
-                for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(acc[i] * ms));
-            } else {
-                vs = expf(sc - M[g]);
-            }
-            for (int i = 0; i < hv; i += 8) {
-                __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
-                _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_fmadd_ps(vv, _mm256_set1_ps(vs), _mm256_loadu_ps(acc + i))));
-            }
-            for (int i = hv; i < hd; i++) acc[i] = H2F(f32_to_f16(fmaf(H2F(v[i]), vs, acc[i])));
-            float Sm = S[g] * ms; /* two statements: with FMA enabled a compiler may fuse S * ms + vs */
-            S[g] = Sm + vs;
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        float inv = 1.0f / S[g];
-        for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = accs[(size_t)g * hd + i] * inv;
-    }
-}
-
-/* A cached row's 8 values from i on, as f32, for either cache type. */
-__attribute__((target("avx2,fma,f16c"))) static inline __m256 load8(const kv_cache *c, const void *base, size_t at) {
-    if (c->f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
-    return _mm256_loadu_ps((const float *)base + at);
-}
-
-/* attend_plain with AVX2 and FMA (head sizes a multiple of 8): the same arithmetic in another
- * summation order, so within float rounding of it. Long prompts spend most of their attention
- * time here. */
-__attribute__((target("avx2,fma,f16c"))) static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
-                                                                        int n_keys, float *o, float *scores) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int j = 0; j < n_keys; j++) {
-        size_t at = head + (size_t)j * kvdim;
-        __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(load8(c, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
-        __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-        r = _mm_add_ss(r, _mm_movehdup_ps(r));
-        scores[j] = _mm_cvtss_f32(r) * scale;
-    }
-    softmax(scores, n_keys);
-    for (int i = 0; i < hd; i += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int j = 0; j < n_keys; j++)
-            acc = _mm256_fmadd_ps(load8(c, c->v, head + (size_t)j * kvdim + (size_t)i), _mm256_set1_ps(scores[j]), acc);
-        _mm256_storeu_ps(o + i, acc);
-    }
-}
-
-#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
-#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
-#define F16_ROUND512(x) _mm512_cvtph_ps(_mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
-
-/* ---- decode attention on an f16 cache, bit for bit attend_f16, with AVX-512 ----
- * The same operations in another schedule. A key's score does not depend on the accumulator, so
- * a block of keys is scored first, sixteen keys at a time, each key's row converted once for the
- * heads of a pass; a head's running maximum, its factors (ms, vs) and its sum then follow from
- * its scores alone, with the same expf; only the value accumulation is a chain from key to key,
- * run for up to 4 heads that share each value row's conversion, 8 vectors of columns at a time
- * (8 independent chains, kept in registers). head_dim is a multiple of 32. About 2x the AVX2
- * code per call from 64 to 4096 keys (make bench-attn). */
-
-/* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
- * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
- * 4e + c. */
-AVX512_INLINE __m512 sum16(const __m512 u[16]) {
-    __m512 r[8], t[4], w[2];
-    UNROLL for (int p = 0; p < 8; p++) /* lane i + 8 onto lane i: u[2p] in the low half, u[2p + 1] in the high */
-        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44), _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
-    UNROLL for (int m = 0; m < 4; m++) /* lane i + 4 onto lane i: quarter c holds u[4m + c] */
-        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88), _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
-    UNROLL for (int n = 0; n < 2; n++) /* neighbours */
-        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88), _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
-    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
-}
-
-/* s[g][j] = dot_f16_avx2(k_j, qq_g) * scale for keys j < n of a block (rows kvdim apart) and the
- * ng heads of a pass (s rows F16_BLOCK apart): two 16-lane accumulators hold its four 8-lane
- * ones. Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4,
- * so that sum16 leaves key i in lane i. Rows are fetched ahead: keys up to avail (those of the
- * cache from k on), and the block's values v unless NULL (another pass asks for them). */
-AVX512_INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
-                              int avail, float scale, float *s) {
-    for (int j0 = 0; j0 < n; j0 += 16) {
-        __m512 u[4][16];
-        for (int i = 0; i < 16; i++) {
-            if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
-            if (v && j0 + i < n) /* and for the block's value rows while it is scored */
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
-            int j = j0 + 4 * (i % 4) + i / 4;
-            const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
-            __m512 a[4], b[4];
-            UNROLL for (int g = 0; g < ng; g++) a[g] = b[g] = _mm512_setzero_ps();
-            for (int d = 0; d < hd; d += 32) {
-                __m512 k0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d)));
-                __m512 k1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d + 16)));
-                UNROLL for (int g = 0; g < ng; g++) {
-                    a[g] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(qq + (size_t)g * hd + d), a[g]);
-                    b[g] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(qq + (size_t)g * hd + d + 16), b[g]);
-                }
-            }
-            UNROLL for (int g = 0; g < ng; g++) u[g][i] = _mm512_add_ps(a[g], b[g]);
-        }
-        UNROLL for (int g = 0; g < ng; g++) _mm512_storeu_ps(s + g * F16_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
-    }
-}
-
-/* acc[g] (rows hd apart) through values j < n of a block, for the ng heads of a pass, cw vectors of
- * columns at a time: rescaled by ms (skipped where it is 1, which changes no f16 value, inf and
- * NaN included), then acc = f16(v * vs + acc), as attend_f16_avx2 does lane by lane. */
-AVX512_INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int cw,
-                              int hd, int n) {
-    for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
-        __m512 a[4][8];
-        UNROLL for (int g = 0; g < ng; g++)
-            UNROLL for (int c = 0; c < cw; c++) a[g][c] = _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
-        for (int j = 0; j < n; j++) {
-            const uint16_t *vr = v + (size_t)j * kvdim + c0;
-            UNROLL for (int g = 0; g < ng; g++) {
-                float m = ms[g * F16_BLOCK + j];
-                if (m != 1.0f)
-                    UNROLL for (int c = 0; c < cw; c++) a[g][c] = F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
-            }
-            UNROLL for (int c = 0; c < cw; c++) {
-                __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));
-                UNROLL for (int g = 0; g < ng; g++)
-                    a[g][c] = F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * F16_BLOCK + j]), a[g][c]));
-            }
-        }
-        UNROLL for (int g = 0; g < ng; g++)
-            UNROLL for (int c = 0; c < cw; c++) _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
-    }
-}
-
-/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads): the shapes
- * spelled out, so that each one's arrays live in registers. Columns: 8 vectors over the pass
- * where head_dim allows, else fewer. */
-static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
-
-AVX512 static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
-                                   int avail, float scale, float *s) {
-    if (ng == 4) f16_scores(k, v, kvdim, qq, 4, hd, n, avail, scale, s);
-    else if (ng == 2) f16_scores(k, v, kvdim, qq, 2, hd, n, avail, scale, s);
-    else f16_scores(k, v, kvdim, qq, 1, hd, n, avail, scale, s);
-}
-
-AVX512 static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int hd,
-                                   int n) {
-    if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
-    else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
-    else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
-    else if (hd % 128 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 8, hd, n);
-    else if (hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 4, hd, n);
-    else f16_values(v, kvdim, vs, ms, acc, 1, 2, hd, n);
-}
-
-/* One head's factors for keys j < n of a block from its scores s, as attend_f16 computes them
- * (running maximum *M, sum *S): vs replaces the score in s, ms goes to m. Plain C: the same expf
- * as the portable code, and no fused S * ms + vs. */
-static void f16_factors(float *s, float *m, int n, float *M, float *S) {
-    for (int j = 0; j < n; j++) {
-        float sc = s[j], ms = 1, vs = 1;
-        if (sc > *M) {
-            ms = expf(*M - sc);
-            *M = sc;
-        } else {
-            vs = expf(sc - *M);
-        }
-        float Sm = *S * ms;
-        *S = Sm + vs;
-        s[j] = vs, m[j] = ms;
-    }
-}
-
-/* Query heads h..h+ng (ng <= F16_UNIT), of one KV head or several, as attend_f16_avx2 computes
- * them: block after block of keys, each KV head's heads in turn, so that a block's rows of the KV
- * heads together are read close in time (their bytes neighbour in the cache: a long cache reads
- * ~1.5x faster than one KV head at a time). */
-AVX512 static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
-                                     float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
-    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
-    float scale = 1.0f / sqrtf((float)hd);
-    /* per head: query rounded to f16, accumulator; a block's scores (then vs) and ms */
-    float *qq = scratch, *acc = qq + (size_t)ng * hd, *s = acc + (size_t)ng * hd, *ms = s + F16_UNIT * F16_BLOCK;
-    float S[F16_UNIT], M[F16_UNIT];
-    for (int i = 0; i < ng * hd; i += 16) { /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
-        _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
-        _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
-    }
-    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j0 = 0; j0 < n_keys; j0 += F16_BLOCK) {
-        int n = n_keys - j0 < F16_BLOCK ? n_keys - j0 : F16_BLOCK;
-        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
-            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
-            size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
-                                s + g * F16_BLOCK);
-            }
-            for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                f16_values_pass(vc + at, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
-            }
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        __m512 inv = _mm512_set1_ps(1.0f / S[g]);
-        for (int i = 0; i < hd; i += 16)
-            _mm512_storeu_ps(o + (size_t)g * hd + i, _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + i), inv));
-    }
-}
-
-/* ---- causal prompt attention, flash style, with AVX-512 ----
- * A tile is up to FA_ROWS query rows: consecutive positions times the query heads of one KV head,
- * which share its keys and values. Up to FA_TILES tiles of one KV head go through that head's
- * keys together, a block of FA_KEYS at a time: each block is read and converted to f32 once for
- * all of them, not once per row, and each tile's softmax runs online (running maximum m and sum l
- * per row, its outputs rescaled when m grows). Scores are kept transposed, s[key][row], so that a
- * vector holds 16 rows: maxima, exponentials and sums need no horizontal reductions, and s[key][row]
- * is the broadcast operand of the value products. f32 throughout, so within float rounding of
- * attend_plain (another summation order, a polynomial exp). A tile's result does not depend on the
- * others, so neither does it on how tiles are shared among threads. */
-
-/* e^x for x <= 0 to within an ulp or two: x = n ln2 + r, |r| <= ln2/2, degree 7 Taylor series
- * of e^r (truncation below 1e-8 relative), scaled by 2^n. Results under FLT_MIN are exactly 0,
- * which also makes e^-inf 0 and keeps subnormals (slow on many cores) out of the sums. */
-AVX512_INLINE __m512 exp_nonpos(__m512 x) {
-    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_hi), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_lo), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
-}
-
-/* Keys or values j0..j0+n of one KV head (row 0 at `at`) as f32 rows of hd, zero up to n8. */
-AVX512 static void fa_load(const kv_cache *c, const void *base, size_t at, int j0, int n, int n8, float *dst) {
-    int hd = c->head_dim;
-    size_t kvdim = (size_t)c->n_head_kv * hd;
-    for (int j = 0; j < n; j++) {
-        size_t row = at + (size_t)(j0 + j) * kvdim;
-        if (c->f16) {
-            const uint16_t *src = (const uint16_t *)base + row;
-            for (int i = 0; i < hd; i += 16)
-                _mm512_storeu_ps(dst + (size_t)j * hd + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-        } else {
-            memcpy(dst + (size_t)j * hd, (const float *)base + row, (size_t)hd * sizeof(float));
-        }
-    }
-    memset(dst + (size_t)n * hd, 0, (size_t)(n8 - n) * hd * sizeof(float));
-}
-
-/* s[j][r] = scale * q_r · k_j for keys j < n8 (a multiple of 8), rows in nv vectors of 16, with
- * -inf where key j0 + j lies past row r's position (when masked); mx[v] = max(mx[v], s[.][v]). */
-AVX512_INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float scale, float *s, int nv,
-                             const int32_t *pos, int j0, int masked, __m512 mx[2]) {
-    for (int j = 0; j < n8; j += 8) {
-        __m512 acc[8][2];
-        UNROLL for (int k = 0; k < 8; k++) acc[k][0] = acc[k][1] = _mm512_setzero_ps();
-        const float *kr = kf + (size_t)j * hd;
-        for (int d = 0; d < hd; d++) {
-            __m512 q0 = _mm512_loadu_ps(qt + d * FA_ROWS), q1 = nv > 1 ? _mm512_loadu_ps(qt + d * FA_ROWS + 16) : q0;
-            UNROLL for (int k = 0; k < 8; k++) {
-                __m512 kb = _mm512_set1_ps(kr[(size_t)k * hd + d]);
-                acc[k][0] = _mm512_fmadd_ps(kb, q0, acc[k][0]);
-                if (nv > 1) acc[k][1] = _mm512_fmadd_ps(kb, q1, acc[k][1]);
-            }
-        }
-        UNROLL for (int v = 0; v < nv; v++) {
-            __m512i pv = _mm512_loadu_si512(pos + 16 * v);
-            UNROLL for (int k = 0; k < 8; k++) {
-                __m512 x = _mm512_mul_ps(acc[k][v], _mm512_set1_ps(scale));
-                if (masked) x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j + k), pv), _mm512_set1_ps(-INFINITY));
-                mx[v] = _mm512_max_ps(mx[v], x);
-                _mm512_storeu_ps(s + (j + k) * FA_ROWS + 16 * v, x);
-            }
-        }
-    }
-}
-
-/* o[r] = o[r] * alpha[r] + Σ_j p[j][r] v_j for 8 rows from r0 and w vectors of columns from c0. */
-AVX512_INLINE void fa_values_tile(float *o, const float *vf, const float *p, const float *alpha, int hd, int n, int r0,
-                                  int c0, int w) {
-    __m512 acc[8][2];
-    UNROLL for (int i = 0; i < 8; i++)
-        UNROLL for (int x = 0; x < w; x++)
-            acc[i][x] = _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x), _mm512_set1_ps(alpha[r0 + i]));
-    for (int j = 0; j < n; j++) {
-        __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * hd + c0), v1 = w > 1 ? _mm512_loadu_ps(vf + (size_t)j * hd + c0 + 16) : v0;
-        UNROLL for (int i = 0; i < 8; i++) {
-            __m512 pb = _mm512_set1_ps(p[j * FA_ROWS + r0 + i]);
-            acc[i][0] = _mm512_fmadd_ps(pb, v0, acc[i][0]);
-            if (w > 1) acc[i][1] = _mm512_fmadd_ps(pb, v1, acc[i][1]);
-        }
-    }
-    UNROLL for (int i = 0; i < 8; i++)
-        UNROLL for (int x = 0; x < w; x++) _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
-}
-
-/* r[i] = row i of a 16 x 16 block in, column i out: pairs, quads, then 128-bit quarters. */
-AVX512_INLINE void transpose16(__m512 r[16]) {
-    __m512 t[16];
-    UNROLL for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    UNROLL for (int i = 0; i < 16; i += 4)
-        UNROLL for (int k = 0; k < 2; k++) {
-            __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
-            r[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-            r[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        }
-    /* r[4g + k] now holds, in quarter c, column 4c + k of rows 4g..4g+3 */
-    UNROLL for (int k = 0; k < 4; k++) {
-        __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x44), u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xee);
-        __m512 v0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x44), v1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xee);
-        t[k] = _mm512_shuffle_f32x4(u0, v0, 0x88), t[4 + k] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
-        t[8 + k] = _mm512_shuffle_f32x4(u1, v1, 0x88), t[12 + k] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
-    }
-    UNROLL for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
-/* A tile: up to FA_ROWS query rows (row r is position pos + r / group, query head
- * kvh * group + r % group), their transposed queries qt[d][r], output accumulators o[r][d] and
- * running maxima and sums. */
-typedef struct {
-    const float *q;
-    float *out, *qt, *o, *m, *l;
-    int32_t pos[FA_ROWS];
-    int nr, n_keys;
-} fa_tile;
-
-/* One tile against keys j0..j0+n (kf, vf: f32 rows, kf zero up to n8), rows in nv vectors. */
-AVX512_INLINE void fa_block(fa_tile *t, const float *kf, const float *vf, int j0, int n, int n8, int hd, float scale,
-                            float *s, float *alpha, int nv) {
-    __m512 m[2], mx[2];
-    for (int v = 0; v < nv; v++) mx[v] = m[v] = _mm512_loadu_ps(t->m + 16 * v);
-    int masked = j0 + n8 - 1 > t->pos[0]; /* some key of the block lies past some row's position */
-    fa_scores(t->qt, kf, hd, n8, scale, s, nv, t->pos, j0, masked, mx);
-    for (int v = 0; v < nv; v++) {
-        __m512 a = exp_nonpos(_mm512_sub_ps(m[v], mx[v])), sum = _mm512_setzero_ps();
-        for (int j = 0; j < n; j++) {
-            __m512 p = exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(s + j * FA_ROWS + 16 * v), mx[v]));
-            _mm512_storeu_ps(s + j * FA_ROWS + 16 * v, p);
-            sum = _mm512_add_ps(sum, p);
-        }
-        _mm512_storeu_ps(t->l + 16 * v, _mm512_fmadd_ps(_mm512_loadu_ps(t->l + 16 * v), a, sum));
-        _mm512_storeu_ps(t->m + 16 * v, mx[v]);
-        _mm512_storeu_ps(alpha + 16 * v, a);
-    }
-    for (int r0 = 0; r0 < t->nr; r0 += 8) { /* rows past nr need no values */
-        int c0 = 0;
-        for (; c0 + 32 <= hd; c0 += 32) fa_values_tile(t->o, vf, s, alpha, hd, n, r0, c0, 2);
-        if (c0 < hd) fa_values_tile(t->o, vf, s, alpha, hd, n, r0, c0, 1);
-    }
-}
-
-/* Up to FA_TILES tiles of KV head kvh, np positions from pos0 (q, out at pos0), per positions a
- * tile: each block of keys and values is converted once for all of them. head_dim is a multiple
- * of 16. */
-AVX512 static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int np, int per,
-                            float *scratch) {
-    int hd = c->head_dim, group = c->n_head / c->n_head_kv, qdim = c->n_head * hd, nt = (np + per - 1) / per;
-    size_t head = (size_t)il * c->n_ctx * c->n_head_kv * hd + (size_t)kvh * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *s = scratch, *alpha = s + FA_KEYS * FA_ROWS, *kf = alpha + FA_ROWS, *vf = kf + (size_t)FA_KEYS * hd;
-    float *state = vf + (size_t)FA_KEYS * hd;
-    fa_tile tiles[FA_TILES];
-    int n_keys = 0;
-    for (int i = 0; i < nt; i++) {
-        fa_tile *t = &tiles[i];
-        int first = i * per, npos = np - first < per ? np - first : per;
-        t->q = q + (size_t)first * qdim, t->out = out + (size_t)first * qdim, t->nr = npos * group;
-        t->qt = state + (size_t)i * (2 * hd * FA_ROWS + 2 * FA_ROWS), t->o = t->qt + (size_t)hd * FA_ROWS;
-        t->m = t->o + (size_t)FA_ROWS * hd, t->l = t->m + FA_ROWS;
-        const float *qr[FA_ROWS];
-        for (int r = 0; r < FA_ROWS; r++) { /* rows past nr repeat the last one; their results are dropped */
-            int rr = r < t->nr ? r : t->nr - 1;
-            qr[r] = t->q + (size_t)(rr / group) * qdim + (size_t)(kvh * group + rr % group) * hd;
-            t->pos[r] = pos0 + first + rr / group;
-            t->m[r] = -INFINITY, t->l[r] = 0;
-        }
-        for (int r0 = 0; r0 < t->nr; r0 += 16) /* the vectors that hold rows */
-            for (int d0 = 0; d0 < hd; d0 += 16) {
-                __m512 b[16];
-                UNROLL for (int r = 0; r < 16; r++) b[r] = _mm512_loadu_ps(qr[r0 + r] + d0);
-                transpose16(b);
-                UNROLL for (int d = 0; d < 16; d++) _mm512_storeu_ps(t->qt + (size_t)(d0 + d) * FA_ROWS + r0, b[d]);
-            }
-        memset(t->o, 0, (size_t)((t->nr + 7) & ~7) * hd * sizeof(float));
-        n_keys = t->n_keys = t->pos[t->nr - 1] + 1;
-    }
-    for (int j0 = 0; j0 < n_keys; j0 += FA_KEYS) {
-        int n = n_keys - j0 < FA_KEYS ? n_keys - j0 : FA_KEYS, n8 = (n + 7) & ~7;
-        fa_load(c, c->k, head, j0, n, n8, kf);
-        fa_load(c, c->v, head, j0, n, n, vf);
-        for (int i = 0; i < nt; i++) {
-            fa_tile *t = &tiles[i];
-            if (t->n_keys <= j0) continue;
-            int tn = t->n_keys - j0 < n ? t->n_keys - j0 : n, tn8 = (tn + 7) & ~7;
-            if (t->nr > 16) fa_block(t, kf, vf, j0, tn, tn8, hd, scale, s, alpha, 2);
-            else fa_block(t, kf, vf, j0, tn, tn8, hd, scale, s, alpha, 1);
-        }
-    }
-    for (int i = 0; i < nt; i++) {
-        fa_tile *t = &tiles[i];
-        for (int r = 0; r < t->nr; r++) {
-            float *orow = t->out + (size_t)(r / group) * qdim + (size_t)(kvh * group + r % group) * hd;
-            __m512 iv = _mm512_set1_ps(1.0f / t->l[r]);
-            for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(t->o + (size_t)r * hd + d), iv));
-        }
-    }
-}
-
-/* f32_to_f16 eight at a time: the same rounding, bit for bit (the cache is written a row a token). */
-__attribute__((target("avx2,f16c"))) static void to_f16_f16c(const float *x, uint16_t *y, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) y[i] = f32_to_f16(x[i]);
-}
-
-static int cpu_level(void) {
-    const int l = kernels_get()->x86_level;
-    return l >= 2 ? KV_AVX512 : l == 1 ? KV_AVX2 : KV_PORTABLE;
-}
-#else
-static int cpu_level(void) { return KV_PORTABLE; }
-#define to_f16_f16c to_f16
-#define attend_f16_avx2(c, il, h, q, ng, n_keys, o, scratch) ((void)0)
-#define attend_f16_avx512 attend_f16_avx2
-#define F16_HEADS 1
-#define attend_plain_avx2 attend_plain
-#define fa_tiles(c, il, kvh, q, out, pos0, np, per, scratch) ((void)0)
-#endif
-
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
     size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK), per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
-}
-
-static int level;
-static pthread_once_t level_once = PTHREAD_ONCE_INIT;
-static void level_init(void) { level = cpu_level(); }
-
-int kv_attend_level(void) {
-    pthread_once(&level_once, level_init);
-    return level;
-}
-
-static void to_f16(const float *x, uint16_t *y, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] = f32_to_f16(x[i]);
 }
 
 void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
@@ -644,28 +19,20 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
         memcpy((float *)c->v + at, v, kvdim * sizeof(float));
         return;
     }
-    void (*conv)(const float *, uint16_t *, size_t) = kv_attend_level() >= KV_AVX2 ? to_f16_f16c : to_f16;
+    void (*conv)(const float *, uint16_t *, size_t) = kernels_get()->attn.to_f16;
     conv(k, (uint16_t *)c->k + at, kvdim);
     conv(v, (uint16_t *)c->v + at, kvdim);
 }
 
-/* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the AVX-512 code (wide: heads of
- * several KV heads), the AVX2 code or the portable one (heads of one KV head), or f32 (plain)
- * arithmetic. */
-static void attend_heads(const kv_cache *c, int il, int h, int ng, const float *q, int n_keys, float *out, float *scratch,
-                         int exact, int wide, int lvl) {
-    int fast = lvl >= KV_AVX2;
-    if (wide) {
-        attend_f16_avx512(c, il, h, q, ng, n_keys, out, scratch);
-        return;
-    }
-    if (exact && fast) {
-        attend_f16_avx2(c, il, h, q, ng, n_keys, out, scratch);
-        return;
-    }
-    for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
-        if (exact) attend_f16(c, il, h + g, q, n_keys, out, scratch);
-        else (fast && c->head_dim % 8 == 0 ? attend_plain_avx2 : attend_plain)(c, il, h + g, q, n_keys, out, scratch);
+/* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the wide code (heads of several KV
+ * heads) or the set's f16 code (heads of one KV head, f16_heads at most), or f32 (plain)
+ * arithmetic, head by head. */
+static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h, int ng, const float *q, int n_keys,
+                         float *out, float *scratch, int exact, int wide) {
+    if (wide) a->f16_wide(c, il, h, q, ng, n_keys, out, scratch);
+    else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
+    else
+        for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim) a->plain(c, il, h + g, q, n_keys, out, scratch);
 }
 
 /* Whether a unit of cost w that starts after `done` of `total` work is thread ith's: each thread
@@ -682,14 +49,14 @@ static int64_t tile_cost(const kv_span *sp, int i, int per, int group) {
     return (int64_t)np * group * (sp->pos0 + i * per + np);
 }
 
-void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) {
+void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, float *scratch) {
     const kv_cache *c = sp->c;
+    const kernel_attn *a = &k->attn;
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
-    pthread_once(&lut_once, lut_init);
     int exact = c->f16 && sp->batch < KV_TILED_BATCH;
     /* a single query over a short cache (decode with an f32 cache) sets up less per head */
     int short_single = sp->nq == 1 && sp->pos0 + 1 < FA_MIN_SINGLE_KEYS;
-    if (lvl >= KV_AVX512 && !exact && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
+    if (a->fa_tiles && !exact && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
         /* units: a tile of one KV head, KV head after KV head; a thread's tiles of one KV head
          * go FA_TILES at a time */
         int per = FA_ROWS / group, nt = (sp->nq + per - 1) / per;
@@ -705,28 +72,28 @@ void kv_attend_at(const kv_span *sp, int lvl, int ith, int nth, float *scratch) 
             for (int i = lo; i < hi; i += FA_TILES) {
                 int np = ((hi - i < FA_TILES ? hi - i : FA_TILES)) * per;
                 np = np < sp->nq - i * per ? np : sp->nq - i * per;
-                fa_tiles(c, sp->il, kvh, sp->q + (size_t)i * per * qdim, sp->out + (size_t)i * per * qdim, sp->pos0 + i * per,
-                         np, per, scratch);
+                a->fa_tiles(c, sp->il, kvh, sp->q + (size_t)i * per * qdim, sp->out + (size_t)i * per * qdim, sp->pos0 + i * per,
+                            np, per, scratch);
             }
         }
         return;
     }
-    /* units, at one position: for the AVX-512 f16 code, the query heads of a thread's even share of
+    /* units, at one position: for the wide f16 code, the query heads of a thread's even share of
      * the KV heads (F16_UNIT at most), which it serves block by block of keys; the query heads of a
-     * KV head (F16_HEADS at a time) for the AVX2 f16 code, which serves them in one pass; one query
-     * head otherwise. A head's result does not depend on the heads it goes with. */
-    int wide = exact && lvl >= KV_AVX512 && hd % 32 == 0, kv_share = (c->n_head_kv + nth - 1) / nth;
-    int per_unit = wide ? (group * kv_share < F16_UNIT ? group * kv_share : F16_UNIT) : exact && lvl >= KV_AVX2 ? F16_HEADS : 1;
+     * KV head (f16_heads at a time: the AVX2 code serves them in one pass) for the set's f16 code;
+     * one query head otherwise. A head's result does not depend on the heads it goes with. */
+    int wide = exact && a->f16_wide && hd % 32 == 0, kv_share = (c->n_head_kv + nth - 1) / nth;
+    int per_unit = wide ? (group * kv_share < F16_UNIT ? group * kv_share : F16_UNIT) : exact ? a->f16_heads : 1;
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {
             int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit, n_keys = sp->pos0 + t + 1;
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
-                attend_heads(c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide, lvl);
+                attend_heads(a, c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide);
             }
             done += (int64_t)ng * n_keys, h += ng;
         }
 }
 
-void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) { kv_attend_at(sp, kv_attend_level(), ith, nth, scratch); }
+void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) { kv_attend_with(sp, kernels_get(), ith, nth, scratch); }

@@ -9,12 +9,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-typedef struct {
-    int f16;             /* element type: 1 = f16, 0 = f32 */
-    int n_ctx, n_layer;
-    int n_head, n_head_kv, head_dim;
-    void *k, *v;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
-} kv_cache;
+#include "kernels/kernels.h" /* kv_cache, the sets' attention entries */
 
 size_t kv_cache_bytes(const kv_cache *c);
 /* Writes one position's keys and values (n_head_kv * head_dim each) for layer il. */
@@ -34,18 +29,16 @@ typedef struct {
     int pos0, nq, batch;
 } kv_span;
 
-/* Code paths, each one a CPU can run also running the ones before it. */
-enum { KV_PORTABLE, KV_AVX2, KV_AVX512 };
-/* The best path of this CPU (kernels_get's choice). */
-int kv_attend_level(void);
 /* Floats of scratch per thread that kv_attend needs for a context of n_ctx positions. */
 size_t kv_attend_scratch(int n_ctx, int head_dim);
-/* Thread ith of nth computes its share of the span: the shares split the work evenly and together
- * cover every row and head once, and the results do not depend on nth. */
+/* Thread ith of nth computes its share of the span with kernels_get()'s attention entries: the
+ * shares split the work evenly and together cover every row and head once, and the results do not
+ * depend on nth. */
 void kv_attend(const kv_span *s, int ith, int nth, float *scratch);
-/* The same on a given path (at most kv_attend_level()): tests hold each path to the portable one.
- * The f16 arithmetic equals it bit for bit; the f32 arithmetic is within rounding (AVX2: another
- * summation order; AVX-512: flash attention, online softmax over blocks of keys). */
-void kv_attend_at(const kv_span *s, int level, int ith, int nth, float *scratch);
+/* The same with the entries of kernel set k (one this CPU runs: kernels_variant): tests hold each
+ * set to the scalar one. The f16 arithmetic equals it bit for bit; the f32 arithmetic is within
+ * rounding (AVX2: another summation order; AVX-512: flash attention, online softmax over blocks of
+ * keys). */
+void kv_attend_with(const kv_span *s, const kernel_set *k, int ith, int nth, float *scratch);
 
 #endif

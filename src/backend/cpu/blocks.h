@@ -2,7 +2,7 @@
 #ifndef TRIT_BLOCKS_H
 #define TRIT_BLOCKS_H
 
-#include "engine/session.h"
+#include "backend/cpu/cpu.h"
 
 /* ys[i] = ws[i] · x for nb rows of x shared by the weights; folded weights see x rotated (computed
  * once, in e->xr), the others x itself. */

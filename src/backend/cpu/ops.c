@@ -39,8 +39,13 @@ typedef struct {
     pool_counter next;
 } mm_job;
 
+/* The repacked rows of w, or NULL. */
+static const cpu_pack *packed(const mm_ctx *c, const weight *w) {
+    return c->packs && w->id >= 0 && c->packs[w->id].data ? &c->packs[w->id] : NULL;
+}
+
 /* Rows a kernel tiles together: 4 for one token, 16 (a GEMM panel, a repacked panel) otherwise. */
-static int64_t row_unit(const weight *w, int nb) { return nb > 1 || w->packed ? 16 : 4; }
+static int64_t row_unit(const mm_ctx *c, const weight *w, int nb) { return nb > 1 || packed(c, w) ? 16 : 4; }
 
 static int64_t round_up(int64_t n, int64_t unit) { return (n + unit - 1) / unit * unit; }
 
@@ -50,11 +55,12 @@ static void mm_chunks(mm_job *j, int nth) {
     j->n_chunks = 0;
     for (int i = 0; i < j->nw; i++) {
         const weight *w = j->ws[i];
-        const int64_t unit = row_unit(w, j->nb), share = round_up((w->n_out + nth - 1) / nth, unit);
+        const int is_packed = packed(j->c, w) != NULL;
+        const int64_t unit = row_unit(j->c, w, j->nb), share = round_up((w->n_out + nth - 1) / nth, unit);
         /* the packed decode kernels take 4 panels a pass, and the rest one by one, slower */
-        int64_t rows = round_up((share + MM_DECODE_CHUNKS - 1) / MM_DECODE_CHUNKS, w->packed ? 4 * unit : unit);
+        int64_t rows = round_up((share + MM_DECODE_CHUNKS - 1) / MM_DECODE_CHUNKS, is_packed ? 4 * unit : unit);
         if (j->nb > 1) { /* a thread's share in equal blocks of at most the cache budget */
-            const int64_t bytes = w->packed ? MM_PACKED_BLOCK_BYTES : MM_BLOCK_BYTES;
+            const int64_t bytes = is_packed ? MM_PACKED_BLOCK_BYTES : MM_BLOCK_BYTES;
             const int64_t most = round_up(bytes / (int64_t)w->row_bytes + 1, unit), blocks = (share + most - 1) / most;
             rows = round_up((share + blocks - 1) / blocks, unit);
         }
@@ -70,10 +76,11 @@ static void mm_direct(mm_job *j, int ith, int nth) {
         while (c0 >= j->chunks[i]) c0 -= j->chunks[i++];
         const weight *w = j->ws[i];
         const int64_t rb = c0 * j->rows[i], nr = w->n_out - rb < j->rows[i] ? w->n_out - rb : j->rows[i];
-        if (w->packed) {
-            const uint64_t pb = repack_panel_bytes(w->n_in, w->packed_layout);
-            j->c->k->matmul_packed[w->packed_layout](w->n_in, w->packed + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act,
-                                                     j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
+        const cpu_pack *pk = packed(j->c, w);
+        if (pk) {
+            const uint64_t pb = repack_panel_bytes(w->n_in, pk->layout);
+            j->c->k->matmul_packed[pk->layout](w->n_in, pk->data + (uint64_t)(rb / RP_ROWS) * pb, pb, nr, j->c->act,
+                                               j->act_stride, j->nb, j->ys[i] + rb, (size_t)w->n_out);
         } else {
             j->c->k->matmul[w->type](w->n_in, w->data + rb * w->row_bytes, w->row_bytes, nr, j->c->act, j->act_stride,
                                      j->nb, j->ys[i] + rb, (size_t)w->n_out);
@@ -92,7 +99,7 @@ static void mm_worker(void *arg, int ith, int nth) {
         const weight *w = j->ws[i];
         const type_traits *tt = type_get(w->type);
         int64_t r0, r1;
-        pool_share(w->n_out, row_unit(w, j->nb), ith, nth, &r0, &r1);
+        pool_share(w->n_out, row_unit(j->c, w, j->nb), ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; r++) {
             tt->to_float(w->data + r * w->row_bytes, row, w->n_in);
             for (int t = 0; t < j->nb; t++)
@@ -180,16 +187,4 @@ void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, r
             v[b] = x0 * s + x1 * c;
         }
     }
-}
-
-void softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
 }

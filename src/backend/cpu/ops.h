@@ -1,6 +1,6 @@
-/* ops: the numeric building blocks of every architecture, in plain f32.
- * matmul is the seam where faster kernels plug in: it picks the reference dot product of the
- * weight's type from the traits table, so every faster variant can be tested against it. */
+/* ops: the numeric building blocks of every architecture, in f32 around the matmuls.
+ * matmul runs the chosen kernel set's kernel for the weight's type, or for its repacked layout
+ * when the weight has one; every set's kernels are tested against the scalar set. */
 #ifndef TRIT_OPS_H
 #define TRIT_OPS_H
 
@@ -11,10 +11,18 @@
 #include "model/model.h"
 #include "base/pool.h"
 
-/* What matmuls need besides their operands: threads, the kernel set, scratch. */
+/* A weight's repacked rows (types/repack.h), or data NULL: the file's layout. */
+typedef struct {
+    const uint8_t *data;
+    int layout; /* RP_C2 or RP_Q7 */
+} cpu_pack;
+
+/* What matmuls need besides their operands: threads, the kernel set, repacked weights by weight
+ * id (or NULL), scratch. */
 typedef struct {
     pool *pool;
     const kernel_set *k;
+    const cpu_pack *packs;
     uint8_t *act;      /* quantized activation rows */
     size_t act_bytes;
     float *rows;       /* [n_threads][widest input]: decoded weight rows for the f32 fallback */
@@ -36,7 +44,5 @@ void embed_row(const weight *tok_embd, int32_t tok, float *out);
 
 /* Rotates the first n_rot dims of each of n_heads heads (head_dim apart) at position pos. */
 void rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base, rope_kind kind);
-/* In-place softmax over n values. */
-void softmax(float *x, int n);
 
 #endif

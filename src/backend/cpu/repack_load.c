@@ -11,21 +11,20 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kernels/kernels.h"
-#include "model/model.h"
-#include "base/pool.h"
-#include "types/repack.h"
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/repack_cache.h"
+#include "kernels/kernels.h"
+#include "types/repack.h"
 
 /* Panels per work item: small enough to balance the cores, large enough to cost nothing. */
 #define CHUNK_PANELS 4
 
 typedef struct {
-    weight **all;   /* every weight that gets packed */
+    const weight **all; /* every weight that gets packed */
     int *slot;      /* all[k]'s tensor in e[] (weights sharing a tensor share it) */
     int n_all;
     rc_entry *e;    /* one per tensor, in load order */
-    weight **src;   /* e[i]'s first weight: where its rows are read */
+    const weight **src; /* e[i]'s first weight: where its rows are read */
     uint32_t n;
     uint64_t total; /* bytes of the cache file (header, table, data) */
 } plan;
@@ -39,7 +38,7 @@ static void plan_free(plan *p) {
 /* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below) and
  * the output. The token table is read by rows and keeps the file's; a tied output is a copy of its
  * weight struct, packed on its own (every decode step reads it whole). */
-static int plan_make(model *m, plan *p, trit_err *err) {
+static int plan_make(const model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
     enum { PER_LAYER = 12 }; /* the size of ws[] below: an extra entry there fails to compile */
     const int cap = m->hp.n_layer * PER_LAYER + 1;
@@ -49,8 +48,8 @@ static int plan_make(model *m, plan *p, trit_err *err) {
     p->src = calloc((size_t)cap, sizeof *p->src);
     if (!p->all || !p->slot || !p->e || !p->src) return plan_free(p), fail(err, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
-        layer *y = &m->layers[l];
-        weight *ws[PER_LAYER] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->qkv, &y->gate, &y->alpha, &y->beta,
+        const layer *y = &m->layers[l];
+        const weight *ws[PER_LAYER] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->qkv, &y->gate, &y->alpha, &y->beta,
                         &y->ssm_out, &y->ffn_gate, &y->ffn_up, &y->ffn_down};
         for (int i = 0; i < PER_LAYER; i++)
             if (packable(ws[i])) p->all[p->n_all++] = ws[i];
@@ -115,16 +114,14 @@ static int build(const plan *p, uint8_t *base, trit_err *err) {
     return 0;
 }
 
-static void bind(const plan *p, const uint8_t *base, const rc_entry *e) {
-    for (int k = 0; k < p->n_all; k++) {
-        p->all[k]->packed = base + e[p->slot[k]].offset;
-        p->all[k]->packed_layout = (int)e[p->slot[k]].layout;
-    }
+static void bind(cpu_packs *pk, const plan *p, const uint8_t *base, const rc_entry *e) {
+    for (int k = 0; k < p->n_all; k++)
+        pk->w[p->all[k]->id] = (cpu_pack){base + e[p->slot[k]].offset, (int)e[p->slot[k]].layout};
 }
 
 /* Maps (or reads) the cache file at path and binds the weights to it when it is valid, of this
  * model file and holds exactly the plan's tensors; otherwise -1 with the reason in why. */
-static int open_cache(model *m, const plan *p, const char *path, const rc_identity *id, int use_mmap, trit_err *why) {
+static int open_cache(cpu_packs *pk, const plan *p, const char *path, const rc_identity *id, int use_mmap, trit_err *why) {
     file_map fm;
     if (file_map_open(&fm, path, use_mmap, why)) return -1;
     rc_identity got;
@@ -136,8 +133,8 @@ static int open_cache(model *m, const plan *p, const char *path, const rc_identi
         ok = !strcmp(e[i].name, p->e[i].name) && e[i].type == p->e[i].type && e[i].layout == p->e[i].layout &&
              e[i].n_in == p->e[i].n_in && e[i].n_out == p->e[i].n_out;
     if (ok) {
-        bind(p, fm.data, e);
-        m->pack_map = fm;
+        bind(pk, p, fm.data, e);
+        pk->map = fm;
     } else {
         fail(why, "%s: of another model file or version", path);
         file_map_close(&fm);
@@ -148,7 +145,7 @@ static int open_cache(model *m, const plan *p, const char *path, const rc_identi
 
 /* The cache file being written from the repacked weights (read-only by then) while the model is
  * already in use: a temporary file in the cache directory, renamed over the cache's name once it
- * is complete and on disk (a crash must not leave a valid header over missing data). model_unpack
+ * is complete and on disk (a crash must not leave a valid header over missing data). cpu_unpack
  * waits for it. */
 struct pack_writer {
     pthread_t thread;
@@ -233,7 +230,7 @@ static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_
     return 0;
 }
 
-int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
+int cpu_repack(cpu_packs *pk, const model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
     plan p;
     if (!m->layers) return 0;
     if (plan_make(m, &p, err)) return -1;
@@ -244,8 +241,8 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
     rc_identity id;
     trit_err why = {{0}}, miss;
     if (cached && !cache_path(m, dir, sizeof dir, path, sizeof path, &id, &why) &&
-        !open_cache(m, &p, path, &id, use_mmap, &miss)) {
-        m->pack_from = PACK_CACHE;
+        !open_cache(pk, &p, path, &id, use_mmap, &miss)) {
+        pk->from = PACK_CACHE;
         return plan_free(&p), 0;
     }
     /* Built in anonymous memory (fast to fill, unlike a file mapping), then written out. */
@@ -263,23 +260,19 @@ int model_repack(model *m, int use_mmap, uint64_t cache_min, trit_err *err) {
     release_sources(m, &p);
     if (cached && !why.msg[0]) rc_write_header(mem, &id, p.e, p.n, p.total);
     mprotect(mem, p.total, PROT_READ);
-    if (cached && !why.msg[0]) m->pack_writer = start_writer(mem, p.total, dir, path, &why);
+    if (cached && !why.msg[0]) pk->writer = start_writer(mem, p.total, dir, path, &why);
     if (cached && why.msg[0]) note(why.msg);
-    bind(&p, mem, p.e);
-    m->pack_mem = mem, m->pack_mem_bytes = p.total, m->pack_from = PACK_BUILT;
+    bind(pk, &p, mem, p.e);
+    pk->mem = mem, pk->mem_bytes = p.total, pk->from = PACK_BUILT;
     plan_free(&p);
     return 0;
 }
 
-void model_unpack(model *m) {
-    if (m->pack_writer) pthread_join(m->pack_writer->thread, NULL);
-    free(m->pack_writer);
-    m->pack_writer = NULL;
-    if (m->pack_mem) munmap(m->pack_mem, m->pack_mem_bytes);
-    if (m->pack_map.data) file_map_close(&m->pack_map);
-    m->pack_mem = NULL, m->pack_from = PACK_NONE;
-}
-
-const char *model_pack_source(const model *m) {
-    return m->pack_from == PACK_CACHE ? "cache" : m->pack_from == PACK_BUILT ? "built" : "none";
+void cpu_unpack(cpu_packs *pk) {
+    if (pk->writer) pthread_join(pk->writer->thread, NULL);
+    free(pk->writer);
+    pk->writer = NULL;
+    if (pk->mem) munmap(pk->mem, pk->mem_bytes);
+    if (pk->map.data) file_map_close(&pk->map);
+    pk->mem = NULL, pk->from = PACK_NONE;
 }

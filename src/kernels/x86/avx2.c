@@ -580,6 +580,82 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
     for (; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
+/* ---- The Gated DeltaNet recurrence's vector work with FMA (fused: last-bit differences from the
+ * scalar set's). */
+static void axpy_fma(float *restrict y, float a, const float *restrict x, int n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static float dot_fma(const float *restrict x, const float *restrict y, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+    float l[8];
+    _mm256_storeu_ps(l, acc);
+    for (; i < n; i++) l[i % 8] += x[i] * y[i];
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+static void axpby_fma(float *restrict y, float a, float b, const float *restrict x, int n) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i), _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = a * y[i] + b * x[i];
+}
+
+/* 64 columns of y at a time in registers, each X row read once per block of them. */
+static void maxpy_fma(float *restrict y, int d, int n, const float *c, int cs,
+                                                          const float *X, int xs) {
+    int j = 0;
+    for (; j + 64 <= d; j += 64) {
+        __m256 acc[8];
+        UNROLL for (int v = 0; v < 8; v++) acc[v] = _mm256_loadu_ps(y + j + 8 * v);
+        for (int s = 0; s < n; s++) {
+            const __m256 cb = _mm256_broadcast_ss(c + (size_t)s * cs);
+            const float *x = X + (size_t)s * xs + j;
+            UNROLL for (int v = 0; v < 8; v++) acc[v] = _mm256_fmadd_ps(cb, _mm256_loadu_ps(x + 8 * v), acc[v]);
+        }
+        UNROLL for (int v = 0; v < 8; v++) _mm256_storeu_ps(y + j + 8 * v, acc[v]);
+    }
+    for (int s = 0; j < d && s < n; s++) axpy_fma(y + j, c[(size_t)s * cs], X + (size_t)s * xs + j, d - j);
+}
+
+static float hsum_fma(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* Tiles of 4 A rows x 2 B rows: six loads feed eight FMAs. */
+static void dots_fma(float *out, int os, const float *A, int as, int na,
+                                                         const float *B, int bs, int nb, int n) {
+    int j = 0;
+    for (; j + 2 <= nb && n % 8 == 0; j += 2) {
+        int i = 0;
+        for (; i + 4 <= na; i += 4) {
+            __m256 acc[4][2];
+            UNROLL for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            for (int k = 0; k < n; k += 8) {
+                const __m256 b0 = _mm256_loadu_ps(B + (size_t)j * bs + k), b1 = _mm256_loadu_ps(B + (size_t)(j + 1) * bs + k);
+                UNROLL for (int r = 0; r < 4; r++) {
+                    const __m256 a = _mm256_loadu_ps(A + (size_t)(i + r) * as + k);
+                    acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+                }
+            }
+            UNROLL for (int r = 0; r < 4; r++)
+                UNROLL for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i + r] = hsum_fma(acc[r][t]);
+        }
+        for (; i < na; i++)
+            for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)(j + t) * bs, n);
+    }
+    for (; j < nb; j++)
+        for (int i = 0; i < na; i++) out[(size_t)j * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)j * bs, n);
+}
+
 void KERNELS_INIT(kernel_set *s) {
     s->matmul[TYPE_PTQ1_0] = mm_ptq1_0;
     s->matmul[TYPE_PQ2_0] = mm_pq2_0;
@@ -598,5 +674,6 @@ void KERNELS_INIT(kernel_set *s) {
     s->quantize_act[TYPE_BF16] = bf16_act;
     s->swiglu = swiglu;
     s->rmsnorm = rmsnorm;
+    s->vec = (kernel_vec){axpby_fma, dot_fma, maxpy_fma, dots_fma};
 }
 #endif

@@ -1,16 +1,12 @@
-/* kernels: the scalar set (loops over the reference T_vec_dot, the truth every variant is tested
- * against) and the run-time choice of a variant. Variant files are compiled with their own ISA
- * flags; nothing here executes their instructions unless the CPU and OS support them. */
+/* select: the CPU's features and the run-time choice of a kernel set. Variant files are
+ * compiled with their own ISA flags; nothing here executes their instructions unless the CPU and
+ * OS support them. */
 #include "kernels/kernels.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "types/quants.h"
-#include "types/repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -25,75 +21,6 @@
 #define HWCAP_ASIMDDP (1UL << 20)
 #endif
 #endif
-
-/* ---- Scalar set: one reference vec_dot per output. */
-
-#define SCALAR_MATMUL(T)                                                                              \
-    static void scalar_##T(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
-                           size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {        \
-        for (int64_t t = 0; t < n_tok; t++)                                                           \
-            for (int64_t r = 0; r < n_rows; r++)                                                      \
-                out[(size_t)t * out_stride + (size_t)r] =                                             \
-                    T##_vec_dot(n, (const uint8_t *)w + (size_t)r * w_stride,                         \
-                                (const uint8_t *)act + (size_t)t * act_stride);                      \
-    }
-
-SCALAR_MATMUL(f32)
-SCALAR_MATMUL(f16)
-SCALAR_MATMUL(bf16)
-SCALAR_MATMUL(q8_0)
-SCALAR_MATMUL(tq1_0)
-SCALAR_MATMUL(tq2_0)
-SCALAR_MATMUL(q1_0)
-SCALAR_MATMUL(q2_0)
-SCALAR_MATMUL(pq2_0)
-SCALAR_MATMUL(ptq1_0)
-
-#define SCALAR_PACKED(name, layout)                                                                              \
-    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
-                     int64_t n_tok, float *out, size_t out_stride) {                                               \
-        for (int64_t t = 0; t < n_tok; t++)                                                                        \
-            for (int64_t r = 0; r < n_rows; r++)                                                                   \
-                out[(size_t)t * out_stride + (size_t)r] =                                                          \
-                    repack_vec_dot(layout, n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride,             \
-                                   (int)(r % RP_ROWS), (const uint8_t *)act + (size_t)t * act_stride);           \
-    }
-SCALAR_PACKED(scalar_packed_c2, RP_C2)
-SCALAR_PACKED(scalar_packed_q7, RP_Q7)
-
-static void scalar_swiglu(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = silu(g[i]) * u[i];
-}
-
-static void scalar_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
-    double s[RMS_CHAINS] = {0};
-    int i = 0;
-    for (; i + RMS_CHAINS <= n; i += RMS_CHAINS)
-        for (int c = 0; c < RMS_CHAINS; c++) s[c] += (double)x[i + c] * x[i + c];
-    const float scale = rms_scale(s, x, i, n, eps);
-    for (i = 0; i < n; i++) out[i] = x[i] * scale * (w ? w[i] : 1.0f);
-}
-
-static void scalar_init(kernel_set *s) {
-    static const struct { int type; kernel_matmul mm; } mms[] = {
-        {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
-        {TYPE_Q8_0, scalar_q8_0},   {TYPE_TQ1_0, scalar_tq1_0}, {TYPE_TQ2_0, scalar_tq2_0},
-        {TYPE_Q1_0, scalar_q1_0},   {TYPE_Q2_0, scalar_q2_0},   {TYPE_PQ2_0, scalar_pq2_0},
-        {TYPE_PTQ1_0, scalar_ptq1_0},
-    };
-    memset(s, 0, sizeof *s);
-    s->name = "scalar";
-    for (size_t i = 0; i < sizeof mms / sizeof mms[0]; i++) s->matmul[mms[i].type] = mms[i].mm;
-    s->matmul_packed[RP_C2] = scalar_packed_c2;
-    s->matmul_packed[RP_Q7] = scalar_packed_q7;
-    s->trit_layout = RP_C2;
-    s->swiglu = scalar_swiglu;
-    s->rmsnorm = scalar_rmsnorm;
-    for (int t = 0; t < TYPE_COUNT; t++) {
-        const type_traits *tt = type_get((uint32_t)t);
-        if (tt) s->quantize_act[t] = tt->quantize_act;
-    }
-}
 
 /* ---- CPU features. */
 
@@ -166,14 +93,14 @@ static int usable[V_COUNT];
 static pthread_once_t sets_once = PTHREAD_ONCE_INIT;
 
 static void build_sets(void) {
-    scalar_init(&sets[V_SCALAR]);
+    kernels_scalar_init(&sets[V_SCALAR]);
     usable[V_SCALAR] = 1;
 #ifdef KERNELS_X86
     if (cpu_has(V_AVX2)) {
         sets[V_AVX2] = sets[V_SCALAR];
         sets[V_AVX2].name = variant_names[V_AVX2];
-        sets[V_AVX2].x86_level = 1;
         kernels_avx2_init(&sets[V_AVX2]);
+        kernels_attn_avx2_init(&sets[V_AVX2].attn);
         usable[V_AVX2] = 1;
     }
     if (usable[V_AVX2] && cpu_has(V_AVXVNNI)) {
@@ -185,8 +112,8 @@ static void build_sets(void) {
     if (usable[V_AVX2] && cpu_has(V_AVX512)) {
         sets[V_AVX512] = sets[V_AVX2];
         sets[V_AVX512].name = variant_names[V_AVX512];
-        sets[V_AVX512].x86_level = 2;
         kernels_avx512_init(&sets[V_AVX512]);
+        kernels_attn_avx512_init(&sets[V_AVX512].attn);
         usable[V_AVX512] = 1;
     }
     if (usable[V_AVX512] && cpu_has(V_AMX)) {

@@ -1,0 +1,84 @@
+/* backend: the seam between the engine and what runs a model's arithmetic. A backend is a table
+ * of operations over a loaded model (model/model.h: hyperparameters and tensors only):
+ *   prepare   the weights at load, in the backend's own form (the CPU repacks ternary rows into
+ *             panels; a GPU backend would upload them);
+ *   state     a sequence's state on the backend (KV cache, recurrent Gated DeltaNet state, and the
+ *             work area its passes run in): create, reset, copy, free;
+ *   forward   one pass over a batch of rows — each row a token of some sequence at a position —
+ *             through a range of layers [l0, l1). A pass that starts past layer 0 reads the rows'
+ *             residual stream from x, one that stops before the last layer writes it there, so
+ *             two backends can split a model's layers (llama.cpp's -ngl) and hand rows across.
+ * The engine (engine/session.c) only sees this table. */
+#ifndef TRIT_BACKEND_H
+#define TRIT_BACKEND_H
+
+#include <stdint.h>
+
+#include "base/util.h"
+#include "model/model.h"
+
+typedef struct backend backend;
+typedef struct backend_ops backend_ops;
+
+/* A sequence's state on one backend; each backend's own state type starts with this. */
+typedef struct backend_state {
+    const backend *b;
+} backend_state;
+
+/* One row of a pass: a token of the sequence whose state is st, at position pos. n_eval: tokens
+ * of the evaluation that row belongs to, up to BACKEND_UBATCH (llama.cpp's micro-batch, which
+ * decides the attention arithmetic that logits must agree with). */
+typedef struct {
+    backend_state *st;
+    int pos;
+    int n_eval;
+} backend_row;
+
+#define BACKEND_UBATCH 512
+#define BACKEND_MAX_ROWS 512 /* the most rows any backend takes in one pass */
+
+/* What the weights are prepared from: the CPU's repack options (trit_model_params). */
+typedef struct {
+    int use_mmap;
+    int repack;
+    uint64_t repack_cache_min;
+} backend_params;
+
+struct backend_ops {
+    const char *name;
+    int max_rows; /* rows of one pass, at most BACKEND_MAX_ROWS */
+    int (*prepare)(backend *b, const backend_params *p, trit_err *err);
+    void (*release)(backend *b);
+    /* Where the prepared weights came from: "built", "cache" or "none". */
+    const char *(*weights_source)(const backend *b);
+    /* n_threads <= 0: the backend's default. kv_f16: an f16 KV cache (llama.cpp's default). */
+    backend_state *(*state_new)(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err);
+    void (*state_free)(backend_state *st);
+    /* Forgets every position: recurrent state zeroed (the KV cache is simply overwritten). */
+    void (*state_reset)(backend_state *st);
+    /* dst takes src's first n_past positions and its recurrent state (dst holds n_past). */
+    int (*state_copy)(backend_state *dst, const backend_state *src, int n_past, trit_err *err);
+    /* Whether a pass run in work's work area can carry rows of st. */
+    int (*can_share)(const backend_state *work, const backend_state *st);
+    /* One pass of nb rows (at most max_rows) through layers [l0, l1), in work's work area. l0 = 0:
+     * the tokens are embedded, else x [nb][n_embd] holds the residual stream; l1 = n_layer: row t's
+     * logits go to out[t] when not NULL, else the residual stream goes to x. Rows of one sequence
+     * come in position order. */
+    void (*forward)(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
+                    float *x, float *const *out);
+};
+
+struct backend {
+    const backend_ops *ops;
+    const model *m;
+    void *impl; /* the backend's own data (prepared weights, threads) */
+};
+
+/* Binds b to m and prepares its weights; -1 with err set. */
+int backend_open(backend *b, const backend_ops *ops, const model *m, const backend_params *p, trit_err *err);
+void backend_close(backend *b);
+
+/* The CPU backend (backend/cpu/). */
+extern const backend_ops backend_cpu;
+
+#endif

@@ -1,0 +1,141 @@
+/* state: a CPU sequence's KV cache, recurrent state and work area in one allocation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "kernels/kernels.h"
+
+/* Carves n floats from the block (cursor in floats, 16-float aligned). */
+static float *carve(float *base, size_t *cur, size_t n) {
+    float *p = base ? base + *cur : NULL;
+    *cur += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* Lays out the work area; with base == NULL only counts. */
+static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size_t *cur) {
+    size_t nb = EXEC_ROWS;
+    size_t kvdim = (size_t)hp->n_head_kv * hp->head_dim, qdim = (size_t)hp->n_head * hp->head_dim;
+    size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
+    size_t widest_in = max3((size_t)hp->n_embd, (size_t)hp->n_ff, max3(qdim, inner, 0));
+    size_t wide = max3(widest_in, 2 * qdim, conv_dim);
+    int nth = pool_size(e->mm.pool);
+    e->x = carve(base, cur, nb * hp->n_embd);
+    e->xn = carve(base, cur, nb * hp->n_embd);
+    e->q = carve(base, cur, nb * qdim);
+    e->att = carve(base, cur, nb * (qdim > inner ? qdim : inner));
+    e->k = carve(base, cur, nb * kvdim);
+    e->v = carve(base, cur, nb * kvdim);
+    e->h1 = carve(base, cur, nb * wide);
+    e->h2 = carve(base, cur, nb * wide);
+    e->xr = carve(base, cur, nb * widest_in);
+    e->ab = carve(base, cur, 2 * nb * (size_t)hp->ssm_n_v);
+    e->max_ctx = n_ctx;
+    /* attention scores, or the chunked GDN's decays, betas and 3*n*d + 2*n*n + n work floats */
+    size_t gdn = hp->n_recurrent ? nb * (3 + 3 * d + 2 * nb) : 0;
+    e->scores_per_thread = (max3(kv_attend_scratch(n_ctx, hp->head_dim), inner, gdn) + 15) & ~(size_t)15;
+    e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
+    e->logits = carve(base, cur, (size_t)EXEC_LOGIT_ROWS * hp->n_vocab);
+    e->mm.widest = (int64_t)widest_in;
+    e->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, EXEC_ROWS);
+    e->mm.act = (uint8_t *)carve(base, cur, e->mm.act_bytes / sizeof(float) + 1);
+    e->mm.rows = carve(base, cur, widest_in * (size_t)nth);
+}
+
+/* Lays out state and work area; with base == NULL only counts. Returns the floats needed. */
+static size_t layout(cpu_state *s, float *base) {
+    const hparams *hp = &s->base.b->m->hp;
+    size_t cur = 0;
+    size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
+    size_t kv_floats = kv_cache_bytes(&s->kv) / sizeof(float) + 1;
+    s->kv.k = carve(base, &cur, kv_floats);
+    s->kv.v = carve(base, &cur, kv_floats);
+    layout_exec(&s->e, hp, s->n_ctx, base, &cur);
+    size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
+    size_t ssm = (size_t)hp->n_recurrent * inner * d;
+    s->state_floats = conv + ssm;
+    s->conv_state = base ? base + cur : NULL; /* conv and ssm state adjacent: reset and copy are one memset/memcpy */
+    s->ssm_state = base ? base + cur + conv : NULL;
+    cur += s->state_floats;
+    return cur;
+}
+
+/* The model's thread pool: one set of threads serves every state, so idle sequences cost nothing.
+ * A different thread count takes effect when no state holds the pool. */
+static pool *pool_acquire(cpu_backend *cb, int n_threads) {
+    int want = n_threads > 0 ? n_threads : pool_physical_cores();
+    if (cb->pool && cb->pool_users == 0 && pool_size(cb->pool) != want) {
+        pool_free(cb->pool);
+        cb->pool = NULL;
+    }
+    if (!cb->pool) cb->pool = pool_new(want);
+    if (cb->pool) cb->pool_users++;
+    return cb->pool;
+}
+
+backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
+    cpu_backend *cb = b->impl;
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        fail(err, "out of memory");
+        return NULL;
+    }
+    const hparams *hp = &b->m->hp;
+    s->base.b = b;
+    s->n_ctx = n_ctx;
+    s->kv = (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    s->e.m = b->m;
+    s->e.mm.pool = pool_acquire(cb, n_threads);
+    s->e.mm.k = kernels_get();
+    s->e.mm.packs = cb->packs.w;
+    if (!s->e.mm.pool) {
+        fail(err, "cannot start %d threads", n_threads);
+        free(s);
+        return NULL;
+    }
+    size_t n = layout(s, NULL);
+    s->block = calloc(n, sizeof(float));
+    if (!s->block) {
+        fail(err, "out of memory for a context of %d tokens (%zu MiB)", n_ctx, n * sizeof(float) >> 20);
+        cb->pool_users--;
+        free(s);
+        return NULL;
+    }
+    layout(s, s->block);
+    return &s->base;
+}
+
+void cpu_state_free(backend_state *st) {
+    cpu_state *s = (cpu_state *)st;
+    if (!s) return;
+    ((cpu_backend *)s->base.b->impl)->pool_users--;
+    free(s->block);
+    free(s);
+}
+
+void cpu_state_reset(backend_state *st) {
+    cpu_state *s = (cpu_state *)st;
+    memset(s->conv_state, 0, s->state_floats * sizeof(float));
+}
+
+int cpu_state_copy(backend_state *dst_, const backend_state *src_, int n_past, trit_err *err) {
+    cpu_state *dst = (cpu_state *)dst_;
+    const cpu_state *src = (const cpu_state *)src_;
+    if (dst->base.b != src->base.b || dst->kv.f16 != src->kv.f16) return fail(err, "sessions of different models or cache types");
+    if (dst->n_ctx < n_past) return fail(err, "the destination context (%d) is shorter than %d tokens", dst->n_ctx, n_past);
+    size_t el = src->kv.f16 ? 2 : 4, row = (size_t)src->kv.n_head_kv * src->kv.head_dim * el;
+    for (int l = 0; l < src->kv.n_layer; l++) {
+        size_t from = (size_t)l * src->n_ctx * row, to = (size_t)l * dst->n_ctx * row;
+        memcpy((char *)dst->kv.k + to, (const char *)src->kv.k + from, (size_t)n_past * row);
+        memcpy((char *)dst->kv.v + to, (const char *)src->kv.v + from, (size_t)n_past * row);
+    }
+    memcpy(dst->conv_state, src->conv_state, src->state_floats * sizeof(float));
+    return 0;
+}
+
+void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *const *, const float *, int), void *ctx) {
+    cpu_state *s = (cpu_state *)st;
+    s->e.observe = fn, s->e.observe_ctx = ctx;
+}

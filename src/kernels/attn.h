@@ -1,0 +1,73 @@
+/* kernels_attn: the KV cache's layout and the attention kernels of a kernel set (kernel_attn,
+ * the set's `attn` entries). Every set holds an f32 softmax attention and ggml's exact f16
+ * flash-attention step; the x86 sets add their own, and AVX-512 a wide f16 decode and prompt
+ * flash tiles. Bit for bit the scalar set's f16 arithmetic in every set; the f32 arithmetic within
+ * float rounding of it. The backend (backend/cpu/attn) splits the work and picks the entries. */
+#ifndef TRIT_KERNELS_ATTN_H
+#define TRIT_KERNELS_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int f16;             /* element type: 1 = f16, 0 = f32 */
+    int n_ctx, n_layer;
+    int n_head, n_head_kv, head_dim;
+    void *k, *v;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
+} kv_cache;
+
+/* Flash attention's shape (fa_tiles): */
+#define FA_ROWS 32 /* query rows of a tile: two vectors of 16 */
+#define FA_KEYS 64 /* keys of a block */
+#define FA_TILES 4 /* tiles that share each converted block of keys and values */
+#define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
+/* The f16 decode's: */
+#define F16_BLOCK 64 /* keys the wide f16 decode scores before summing their values (a multiple of 16; measured) */
+#define F16_UNIT 32  /* query heads one call of the wide f16 decode serves at most (bounds its scratch) */
+#define F16_HEADS 8  /* query heads one call of the AVX2 f16 code serves at most (bounds its scratch) */
+
+/* Query heads h..h+ng of layer il against keys 0..n_keys-1: q, o: [ng][head_dim]. */
+typedef void (*kernel_attend)(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                              float *scratch);
+
+typedef struct {
+    /* softmax(q · K / sqrt(head_dim)) · V in f32 for query head h, over either cache type: the f32
+     * cache's only arithmetic, and for an f16 cache what ggml's tiled kernel computes for large
+     * prompt batches. scores: n_keys floats. */
+    void (*plain)(const kv_cache *c, int il, int h, const float *q, int n_keys, float *o, float *scores);
+    /* ggml's f16 flash attention (f16 query, f16 dot products, online softmax, f16 accumulator)
+     * on an f16 cache for query heads of one KV head, at most f16_heads of them a call. scratch:
+     * 2 * ng * head_dim floats. */
+    kernel_attend f16;
+    int f16_heads;
+    /* The same arithmetic, bit for bit, for ng <= F16_UNIT query heads of one KV head or several;
+     * head_dim a multiple of 32. scratch: 2 * F16_UNIT * (head_dim + F16_BLOCK) floats. NULL where
+     * the set has none. */
+    kernel_attend f16_wide;
+    /* Causal f32 flash attention of KV head kvh's query heads, np positions from pos0 (q, out at
+     * pos0, rows n_head * head_dim), in tiles of `per` positions (per * group <= FA_ROWS), up to
+     * FA_TILES of them; head_dim a multiple of 16. Within float rounding of plain. scratch: see
+     * kv_attend_scratch. NULL where the set has none. */
+    void (*fa_tiles)(const kv_cache *c, int il, int kvh, const float *q, float *out, int pos0, int np, int per,
+                     float *scratch);
+    /* y[i] = f32_to_f16(x[i]), bit for bit. */
+    void (*to_f16)(const float *x, uint16_t *y, size_t n);
+} kernel_attn;
+
+/* For the attention kernels of every set. f16 -> f32 by table: the cache is read head after head
+ * and token after token, and a 256 KiB table that stays in cache beats converting bits each time
+ * (the values are identical); filled when the scalar set is built. */
+extern float kv_f16_lut[65536];
+static inline float kv_h2f(uint16_t h) { return kv_f16_lut[h]; }
+/* In-place softmax over n values (f32 exponentials, summed in double). */
+void softmax(float *x, int n);
+/* The scalar set's plain entry, which the SIMD ones fall back to for head sizes they do not take. */
+void kernels_attend_plain(const kv_cache *c, int il, int h, const float *q, int n_keys, float *o, float *scores);
+
+/* Fill a set's attention entries: the scalar ones (and the table), and the AVX2 (with FMA and
+ * F16C) and AVX-512 ones over a copy of the set below. */
+void kernels_attn_scalar_init(kernel_attn *a);
+void kernels_attn_avx2_init(kernel_attn *a);
+void kernels_attn_avx512_init(kernel_attn *a);
+
+#endif

@@ -1,0 +1,132 @@
+/* kernels_attn_avx2: the attention entries of the AVX2 set (and of the sets built over it), for
+ * x86-64 with AVX2, FMA and F16C. Compiled with those flags alone (Makefile); select.c calls
+ * kernels_attn_avx2_init only on CPUs that have them. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels/attn.h"
+#include "base/util.h"
+
+/* attend_f16 with AVX2, FMA and F16C: every lane does the scalar code's operations in its order
+ * (fused multiply-adds, round-to-nearest-even f16 conversions), so the results are identical; it
+ * is many times faster, and a decode step spends most of its time here once matmuls batch. */
+#define F16_AHEAD 8 /* keys: how far ahead decode asks for cache rows */
+#define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
+#define F16_ROUND(x) _mm256_cvtph_ps(_mm256_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
+
+static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int np = n & ~31;
+    for (int i = 0; i < np; i += 32)
+        UNROLL for (int j = 0; j < 4; j++) {
+            __m256 k = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * j)));
+            acc[j] = _mm256_fmadd_ps(k, _mm256_loadu_ps(yq + i + 8 * j), acc[j]);
+        }
+    __m256 r = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    float t[4];
+    _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1)));
+    double sum = (t[0] + t[1]) + (t[2] + t[3]);
+    for (int i = np; i < n; i++) sum += (double)(kv_h2f(x[i]) * yq[i]);
+    return (float)sum;
+}
+
+/* The query heads h..h+ng of one KV head go through its keys together: each row is fetched once
+ * for all of them, and their independent chains overlap. */
+static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *scratch) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv, kvh = h / group;
+    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim + kvh * hd;
+    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim + kvh * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *qq = scratch, *accs = scratch + (size_t)ng * hd; /* per head: query rounded to f16; accumulator */
+    float S[F16_HEADS], M[F16_HEADS];
+    int hv = hd & ~7;
+    for (int i = 0; i < ng * hd; i++) qq[i] = kv_h2f(f32_to_f16(q[i])), accs[i] = 0;
+    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
+    for (int j = 0; j < n_keys; j++) {
+        if (j + F16_AHEAD < n_keys) /* a long cache comes from memory: ask for rows before they are due */
+            for (int i = 0; i < hd; i += 32) {
+                _mm_prefetch((const char *)(kc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(vc + (size_t)(j + F16_AHEAD) * kvdim + i), _MM_HINT_T0);
+            }
+        const uint16_t *v = vc + (size_t)j * kvdim;
+        for (int g = 0; g < ng; g++) {
+            float *acc = accs + (size_t)g * hd;
+            float sc = dot_f16_avx2(kc + (size_t)j * kvdim, qq + (size_t)g * hd, hd) * scale;
+            float ms = 1, vs = 1;
+            if (sc > M[g]) {
+                float old = M[g];
+                M[g] = sc;
+                ms = expf(old - sc);
+                for (int i = 0; i < hv; i += 8) _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
+                for (int i = hv; i < hd; i++) acc[i] = kv_h2f(f32_to_f16(acc[i] * ms));
+            } else {
+                vs = expf(sc - M[g]);
+            }
+            for (int i = 0; i < hv; i += 8) {
+                __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+                _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_fmadd_ps(vv, _mm256_set1_ps(vs), _mm256_loadu_ps(acc + i))));
+            }
+            for (int i = hv; i < hd; i++) acc[i] = kv_h2f(f32_to_f16(fmaf(kv_h2f(v[i]), vs, acc[i])));
+            float Sm = S[g] * ms; /* two statements: with FMA enabled a compiler may fuse S * ms + vs */
+            S[g] = Sm + vs;
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        float inv = 1.0f / S[g];
+        for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = accs[(size_t)g * hd + i] * inv;
+    }
+}
+
+/* A cached row's 8 values from i on, as f32, for either cache type. */
+static inline __m256 load8(const kv_cache *c, const void *base, size_t at) {
+    if (c->f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
+    return _mm256_loadu_ps((const float *)base + at);
+}
+
+/* attend_plain with AVX2 and FMA (head sizes a multiple of 8; others take the scalar code): the
+ * same arithmetic in another summation order, so within float rounding of it. Long prompts spend
+ * most of their attention time here. */
+static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scores) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    if (hd % 8) {
+        kernels_attend_plain(c, il, h, qh, n_keys, o, scores);
+        return;
+    }
+    size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int j = 0; j < n_keys; j++) {
+        size_t at = head + (size_t)j * kvdim;
+        __m256 acc = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(load8(c, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
+        __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+        r = _mm_add_ss(r, _mm_movehdup_ps(r));
+        scores[j] = _mm_cvtss_f32(r) * scale;
+    }
+    softmax(scores, n_keys);
+    for (int i = 0; i < hd; i += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int j = 0; j < n_keys; j++)
+            acc = _mm256_fmadd_ps(load8(c, c->v, head + (size_t)j * kvdim + (size_t)i), _mm256_set1_ps(scores[j]), acc);
+        _mm256_storeu_ps(o + i, acc);
+    }
+}
+
+/* f32_to_f16 eight at a time: the same rounding, bit for bit (the cache is written a row a token). */
+static void to_f16_f16c(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f32_to_f16(x[i]);
+}
+
+void kernels_attn_avx2_init(kernel_attn *a) {
+    a->plain = attend_plain_avx2;
+    a->f16 = attend_f16_avx2;
+    a->f16_heads = F16_HEADS;
+    a->to_f16 = to_f16_f16c;
+}
+#endif
