@@ -1,6 +1,7 @@
 /* trit: the public API (include/trit.h) over the internal modules. */
 #include "trit.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "engine/session.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "text/chat.h"
 #include "types/types.h"
 
 struct trit_model {
@@ -182,4 +184,25 @@ int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errle
 const char *trit_model_chat_template(const trit_model *m) {
     const char *t = NULL;
     return gguf_get_str(m->m->file, "tokenizer.chat_template", &t, NULL) == 1 ? t : NULL;
+}
+
+/* A special token's text (bos/eos), malloc'd; NULL when the vocabulary has none. */
+static char *token_text(const trit_model *m, int32_t tok) {
+    int n = tok < 0 ? INT_MIN : trit_token_to_piece(m, tok, NULL, 0, 1);
+    if (n == INT_MIN) return NULL;
+    if (n < 0) n = -n;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    int w = trit_token_to_piece(m, tok, s, n, 1);
+    s[w >= 0 && w <= n ? w : 0] = 0;
+    return s;
+}
+
+char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_chat_message *msgs, int n_msgs,
+                             int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
+    char *bos = token_text(m, trit_token_bos(m)), *eos = token_text(m, trit_token_eos(m));
+    char *out = chat_render(tmpl ? tmpl : trit_model_chat_template(m), bos ? bos : "", eos ? eos : "", msgs, n_msgs,
+                            add_generation_prompt, enable_thinking, err, errlen);
+    free(bos), free(eos);
+    return out;
 }

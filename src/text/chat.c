@@ -158,8 +158,7 @@ static char *render_chatml(const trit_chat_message *msgs, int n, int gen, int th
     return out;
 }
 
-/* Renders with bos_token / eos_token defined when they are given (NULL: left undefined). */
-static char *render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
+char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
                     int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
@@ -191,28 +190,7 @@ static char *render(const char *tmpl, const char *bos, const char *eos, const tr
 
 char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs, int add_generation_prompt,
                        int enable_thinking, char *err, size_t errlen) {
-    return render(tmpl, NULL, NULL, msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
-}
-
-/* A special token's text (bos/eos), malloc'd; NULL when the vocabulary has none. */
-static char *token_text(const trit_model *m, int32_t tok) {
-    int n = tok < 0 ? INT_MIN : trit_token_to_piece(m, tok, NULL, 0, 1);
-    if (n == INT_MIN) return NULL;
-    if (n < 0) n = -n;
-    char *s = malloc((size_t)n + 1);
-    if (!s) return NULL;
-    int w = trit_token_to_piece(m, tok, s, n, 1);
-    s[w >= 0 && w <= n ? w : 0] = 0;
-    return s;
-}
-
-char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_chat_message *msgs, int n_msgs,
-                             int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
-    char *bos = token_text(m, trit_token_bos(m)), *eos = token_text(m, trit_token_eos(m));
-    char *out = render(tmpl ? tmpl : trit_model_chat_template(m), bos ? bos : "", eos ? eos : "", msgs, n_msgs,
-                       add_generation_prompt, enable_thinking, err, errlen);
-    free(bos), free(eos);
-    return out;
+    return chat_render(tmpl, NULL, NULL, msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
 }
 
 int trit_chat_opens_think(const char *prompt) {

@@ -10,4 +10,9 @@
  * <think> block in the generation prompt. Returns a malloc'd string, or NULL when out of memory. */
 char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking);
 
+/* trit_chat_render with the template variables bos_token / eos_token defined when they are given
+ * (NULL: left undefined). */
+char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
+                  int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+
 #endif
