@@ -11,9 +11,8 @@
 #define MM_PARALLEL_WORK (1 << 18)
 /* Weight bytes per row block when several tokens share a pass (about half an L2 cache); repacked
  * weights in 16x larger blocks (in their file size), over which the AMX kernel's regrouping of the
- * activations per call is spread (it blocks its rows itself; 4 MiB against 1 MiB: 1.05-1.12x at
- * 32-128 tokens where that was two calls, qwen3-1.7b's 2048x6144 on 1024 rows a thread; the
- * avx512 packed kernel the same). */
+ * activations per call is spread (it blocks its rows itself; docs/performance.md has the
+ * measurements). */
 #define MM_BLOCK_BYTES (256 << 10)
 #define MM_PACKED_BLOCK_BYTES (4 << 20)
 /* Activation values below which a pass's rows are quantized on the calling thread alone. */

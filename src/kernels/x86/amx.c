@@ -23,12 +23,9 @@
 
 #include "kernels/x86/q7.h"
 
-/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs. Against its packed kernel on
- * qwen3-1.7b's shapes with weights from memory (kernels-bench --batch), AMX: TQ2_0 0.96-1.12x at
- * 4 tokens, 0.99-1.2x at 5, 1.05-1.29x at 6, 1.15-1.3x at 8; PQ2_0 0.91-1.12x at 4, 0.94-1.14x
- * at 5, 0.99-1.24x at 6, 1.05-1.26x at 8 (low ends on 2048 columns, highs on 6144). CHUNK tokens
- * share each unpacked group (128 measured slower: their activations per group no longer sit in
- * L1 beside the B tiles). */
+/* Below AMX_MIN_TOK tokens the avx512 set's kernel runs: under 6 tokens AMX is not reliably
+ * faster than it (kernels-bench --batch; docs/performance.md). CHUNK tokens share each unpacked
+ * group (128 is slower: their activations per group no longer sit in L1 beside the B tiles). */
 enum { AMX_MIN_TOK = 6, CHUNK = 64 };
 
 static kernel_matmul below[RP_LAYOUTS];
@@ -128,8 +125,8 @@ INLINE void block(int na, int nb, const uint8_t *a, size_t ks, uint8_t (*bt)[4][
     }
 }
 
-/* The activations of nt tokens in tile order, so that every A tile is 1 KiB in one piece (rows
- * of the Q8_K blocks apart were measured 1.5x slower): for group g and K step k, tokens
+/* The activations of nt tokens in tile order, so that every A tile is 1 KiB in one piece (tile
+ * loads of rows the Q8_K blocks apart are slower): for group g and K step k, tokens
  * 0..ntp-1 of 64 bytes at ap + ((4g + k) ntp + t) 64, tokens past nt zero; their tok_info at
  * ti[g ntp + t]. */
 static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_t ntp, uint8_t *ap, tok_info *ti) {
@@ -155,8 +152,8 @@ static void gather(int64_t ng, const uint8_t *act, size_t as, int64_t nt, int64_
 
 /* Prefetches the groups of the panel pair after pair p / 2 of group g in panels' order (pairs of
  * a group, then the next group): weights come from memory once per pass, and the hardware
- * prefetchers alone leave the unpack waiting on them (weights from memory, 8-64 tokens: 1.1-1.3x;
- * 2 or more pairs ahead, or into L2, no better). */
+ * prefetchers alone leave the unpack waiting on them (2 or more pairs ahead, or into L2, is no
+ * better). */
 INLINE void prefetch(size_t gb, const uint8_t *w, size_t w_stride, int64_t ng, int64_t np, int64_t g, int64_t p) {
     const int64_t pairs = (np + 1) / 2, i = g * pairs + p / 2 + 1;
     if (i >= ng * pairs) return;
@@ -211,8 +208,8 @@ static void panels(int L, int64_t ng, const uint8_t *w, size_t w_stride, int64_t
 
 /* Rows whose accumulators (RB x CHUNK floats, 128 KiB: L2) are live at once. Batches of one tile
  * of tokens take two panel pairs at a time instead: their activations fit L1 anyway, and weights
- * from memory stream better a few panels after another than 32 pairs a group at a time (one pair:
- * 0.85-0.9x at 8-16 tokens; four: the same as two). */
+ * from memory stream better a few panels after another than 32 pairs a group at a time (one pair
+ * is slower, four the same as two). */
 enum { RB = 512, RB_FEW = 64 };
 
 static void amx_packed(int L, int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,

@@ -20,8 +20,8 @@
  * heads of a pass; a head's running maximum, its factors (ms, vs) and its sum then follow from
  * its scores alone, with the same expf; only the value accumulation is a chain from key to key,
  * run for up to 4 heads that share each value row's conversion, 8 vectors of columns at a time
- * (8 independent chains, kept in registers). head_dim is a multiple of 32. About 2x the AVX2
- * code per call from 64 to 4096 keys (make bench-attn). */
+ * (8 independent chains, kept in registers). head_dim is a multiple of 32. make bench-attn times
+ * it against the AVX2 code. */
 
 /* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
  * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
@@ -139,7 +139,7 @@ static void f16_factors(float *s, float *m, int n, float *M, float *S) {
 /* Query heads h..h+ng (ng <= F16_UNIT), of one KV head or several, as attend_f16_avx2 computes
  * them: block after block of keys, each KV head's heads in turn, so that a block's rows of the KV
  * heads together are read close in time (their bytes neighbour in the cache: a long cache reads
- * ~1.5x faster than one KV head at a time). */
+ * faster than one KV head at a time). */
 static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                               float *scratch) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;

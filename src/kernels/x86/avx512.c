@@ -557,15 +557,15 @@ MATMUL(mm_q8_0, K_Q8)
  * activation sum over the half (its 8 bsums), which cancels the +1 of the codes, and end in one
  * fma with the half's 16 scales x the token scale: per lane the reference's own operations in its
  * order, so the result is bit-identical to repack_vec_dot. A tile is 4 panels x 1 token (decode),
- * 2 panels x 2-4 tokens (small batches: two weight streams at once, pp2/pp3 1.1x against one
- * panel, as a server's few slots decode) or 1 panel x up to PK_T tokens (batches). */
+ * 2 panels x 2-4 tokens (small batches, as a server's few slots decode: two weight streams at
+ * once beat one panel) or 1 panel x up to PK_T tokens (batches). */
 enum { PK_DEC_P = 4, PK_T = 8 };
 #define PK_L2_BYTES ((size_t)256 << 10) /* panels per batch pass: well inside any L2 */
 
-/* Software prefetch for the panel streams: 2 KiB ahead in each of the 4 decode streams measured
- * best of 1-16 KiB (x1.25 decode over prefetch_ahead's 8 KiB, x1.5 over none). Near its panel's
- * end a stream prefetches the start of the panel the next tile gives it (P panels on), so that
- * tile starts without waiting on memory: decode x1.1 (8B, 27B), x1.2 (1.7B, shorter panels).
+/* Software prefetch for the panel streams: 2 KiB ahead in each of the 4 decode streams, the best
+ * distance of 1-16 KiB (docs/performance.md). Near its panel's end a stream prefetches the start
+ * of the panel the next tile gives it (P panels on), so that tile starts without waiting on
+ * memory.
  * A hint: never faults, wherever it points. */
 INLINE void pk_prefetch(int P, const uint8_t *panel, size_t w_stride, size_t off) {
     off += 2048;

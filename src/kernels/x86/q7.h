@@ -4,7 +4,7 @@
  * elsewhere): vpermb gathers the 7 bytes holding numbers 8m..8m+7 into qword m, vpmultishiftqb
  * moves number 8m+k to byte k of it (bits 7k..7k+7; the top bit is the next number's), and a
  * second vpermb looks codes 0..2 up by the low 6 bits. A 128-entry table of all four codes would
- * take vpermi2b, two cycles to vpermb's one: 1.2x slower decode where it is the limit.
+ * take vpermi2b, two cycles to vpermb's one: slower decode where it is the limit.
  * The load reads 8 bytes past the chunk: the next chunk's, or the group's scales after the last. */
 #ifndef TRIT_KERNELS_Q7_H
 #define TRIT_KERNELS_Q7_H
