@@ -7,7 +7,10 @@ SHARED  ?= ../shared
 FUZZ_SECONDS ?= 60
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-CFLAGS_COMMON := -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -Iinclude -Isrc -MMD -MP
+CFLAGS_COMMON := -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -MMD -MP
+# The library, the tests, the fuzzers and the benchmarks see the internal headers under src/;
+# cli/ and server/ see include/ alone (below), so an internal include there fails to build.
+INC     := -Iinclude -Isrc
 ifeq ($(MODE),asan)
   OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 else ifeq ($(MODE),debug)
@@ -29,6 +32,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+$(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
 .PHONY: all test asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
@@ -52,24 +56,36 @@ endif
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA) $(EXTRA_DEFS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) $(ISA) $(EXTRA_DEFS) -c $< -o $@
 
 # the build line of trit bench names the commit
 $(BUILD)/cli/bench.o: CFLAGS += -DTRIT_BUILD_COMMIT='"$(COMMIT)"'
 $(BUILD)/cli/bench.o: $(wildcard .git/HEAD .git/refs/heads/main)
 
+# libtrit.a, the public library: its objects linked into one relocatable object in which objcopy
+# makes every global symbol but trit_* local, so the library exports the API of include/ and
+# nothing else (tests/test_cli.c checks). The tests, fuzzers and benchmarks call internal functions:
+# they link libtrit-internal.a, the same objects with every symbol visible.
+OBJCOPY ?= objcopy
 $(BUILD)/libtrit.a: $(LIB_OBJ)
+	@rm -f $@ $(BUILD)/libtrit.o
+	$(LD) -r -o $(BUILD)/libtrit.o $^
+	$(OBJCOPY) -w --keep-global-symbol='trit_*' $(BUILD)/libtrit.o
+	ar rcs $@ $(BUILD)/libtrit.o
+
+$(BUILD)/libtrit-internal.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/trit: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
-$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
+$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # Tests read ../shared and run the CLI binary; TEST= selects tests by substring.
 test: all
+	python3 tests/scripts/check_layers.py $(BUILD)
 	TRIT_SHARED=$(SHARED) TRIT_BIN=$(BUILD)/trit $(BUILD)/trit-tests $(TEST)
 
 asan:
@@ -94,29 +110,29 @@ bench-serve: all
 # The fuzz targets link a library built by clang with the sanitizers and libFuzzer's coverage
 # (per-file ISA flags kept, so the kernel files build as in every other build).
 FUZZ_BUILD := build/fuzzlib
-FUZZ_CC    := clang $(CFLAGS_COMMON) -O1 -g -fsanitize=fuzzer,address,undefined
+FUZZ_CC    := clang $(CFLAGS_COMMON) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined
 .PHONY: fuzz-lib
 fuzz-lib:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
-		$(FUZZ_BUILD)/libtrit.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+		$(FUZZ_BUILD)/libtrit-internal.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
 # libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
 FUZZ_BIN := build/fuzz/fuzz_gguf
 $(FUZZ_BIN): fuzz/fuzz_gguf.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 # libFuzzer target for the server's request parsing, seeded with fuzz/request_seeds.
 FUZZ_REQ_BIN := build/fuzz/fuzz_request
 $(FUZZ_REQ_BIN): fuzz/fuzz_request.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 # libFuzzer target for the safetensors reader, seeded with fuzz/safetensors_seeds.
 FUZZ_ST_BIN := build/fuzz/fuzz_safetensors
 $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
@@ -131,7 +147,7 @@ fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
 FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
 $(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-repack-cache: $(FUZZ_RC_BIN)
 	@mkdir -p build/fuzz/corpus_repack_cache
@@ -164,14 +180,14 @@ build/arm/tests/main.o: EXTRA_DEFS := -D'SUITES(X)=X(kernels)'
 bench-kernels: $(BUILD)/kernels-bench
 	$(BUILD)/kernels-bench
 
-$(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit.a
+$(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # decode attention on an f16 cache per code path, against the AVX2 one
 bench-attn: $(BUILD)/attn-bench
 	$(BUILD)/attn-bench
 
-$(BUILD)/attn-bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libtrit.a
+$(BUILD)/attn-bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
@@ -185,7 +201,7 @@ bench: all $(BUILD)/bandwidth
 JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
 $(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c fuzz-lib
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit.a $(LDLIBS)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-jinja: $(JINJA_FUZZ_BIN)
 	@mkdir -p build/fuzz/jinja-corpus

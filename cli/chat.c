@@ -14,7 +14,7 @@
 #include "args.h"
 #include "cli.h"
 #include "gen.h"
-#include "base/util.h"
+#include "trit_strbuf.h"
 #include "trit.h"
 
 static const char *usage =

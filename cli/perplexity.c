@@ -1,4 +1,4 @@
-/* trit perplexity: llama-perplexity's protocol and output (src/perplexity.h). */
+/* trit perplexity: llama-perplexity's protocol and output (trit_tools.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,8 +6,7 @@
 
 #include "args.h"
 #include "cli.h"
-#include "tools/perplexity.h"
-#include "trit.h"
+#include "trit_tools.h"
 
 static const char *usage =
     "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] [--kl-divergence-base OUT]\n"
@@ -20,7 +19,7 @@ static const char *usage =
 typedef struct {
     const char *model, *text, *kld_base;
     int kld, no_mmap, no_repack;
-    ppl_params p;
+    trit_perplexity_params p;
 } ppl_args;
 
 static int parse(int argc, char **argv, ppl_args *a) {
@@ -65,15 +64,16 @@ static int run_text(trit_model *m, const ppl_args *a) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int32_t *tokens = NULL;
     int n = 0, rc = 1;
-    trit_err e;
-    ppl_result r;
-    if (ppl_tokenize(m, text, len, &tokens, &n, &e)) {
-        fprintf(stderr, "trit perplexity: %s\n", e.msg);
+    char err[512];
+    trit_perplexity_result r;
+    if (trit_perplexity_tokenize(m, text, len, &tokens, &n, err, sizeof err)) {
+        fprintf(stderr, "trit perplexity: %s\n", err);
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         fprintf(stderr, "perplexity: tokenization took %.3f ms\n",
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
-        if (ppl_run(m, tokens, n, &a->p, a->kld_base, &r, &e)) fprintf(stderr, "trit perplexity: %s\n", e.msg);
+        if (trit_perplexity(m, tokens, n, &a->p, a->kld_base, &r, err, sizeof err))
+            fprintf(stderr, "trit perplexity: %s\n", err);
         else rc = 0;
     }
     free(tokens);
@@ -84,7 +84,9 @@ static int run_text(trit_model *m, const ppl_args *a) {
 int cmd_perplexity(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
-    ppl_args a = {.p = {.n_ctx = 512, .out = stdout, .log = stderr}};
+    ppl_args a = {.p = trit_perplexity_default_params()};
+    a.p.out = stdout;
+    a.p.log = stderr;
     if (parse(argc, argv, &a)) return 1;
     char err[512];
     trit_model_params mp = trit_model_default_params();
@@ -94,9 +96,9 @@ int cmd_perplexity(int argc, char **argv) {
     if (!m) return fprintf(stderr, "trit perplexity: %s\n", err), 1;
     int rc;
     if (a.kld) {
-        trit_err e;
-        ppl_result r;
-        rc = ppl_kld(m, a.kld_base, &a.p, &r, &e) ? (fprintf(stderr, "trit perplexity: %s\n", e.msg), 1) : 0;
+        trit_perplexity_result r;
+        rc = trit_kl_divergence(m, a.kld_base, &a.p, &r, err, sizeof err)
+                 ? (fprintf(stderr, "trit perplexity: %s\n", err), 1) : 0;
     } else {
         rc = run_text(m, &a);
     }

@@ -1,4 +1,4 @@
-/* trit quantize [options] IN OUT TYPE [threads]: llama-quantize's argument order (src/quantize.h). */
+/* trit quantize [options] IN OUT TYPE [threads]: llama-quantize's argument order (trit_tools.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,11 +7,8 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "quant/calib.h"
 #include "cli.h"
-#include "quant/imatrix.h"
-#include "quant/quantize.h"
-#include "types/types.h"
+#include "trit_tools.h"
 
 static const char *usage =
     "usage: trit quantize [options] IN OUT.gguf TYPE [threads]\n"
@@ -45,21 +42,18 @@ static const char *usage =
 #define MAX_RULES 64
 
 typedef struct {
-    quant_params p;
-    calib_params cp;
-    const char *calib, *imatrix, *imatrix_out, *hessian_out;
-    quant_rule rules[MAX_RULES];
+    trit_quant_params p;
+    trit_quant_rule rules[MAX_RULES];
     const char *pos[4];
     int n_pos;
 } quant_args;
 
 /* A type by name ("pq2_0") or by general.file_type number ("141"). */
 static int parse_type(const char *flag, const char *s, int *out) {
-    int t = type_from_name(s);
+    int t = trit_type_from_name(s);
     char *end;
     long v = strtol(s, &end, 10);
-    for (int id = 0; t < 0 && *s && !*end && id < TYPE_COUNT; id++)
-        if (type_get((uint32_t)id) && type_get((uint32_t)id)->weight && (long)type_file_type((uint32_t)id) == v) t = id;
+    if (t < 0 && *s && !*end) t = trit_type_from_file_type(v);
     if (t < 0) {
         fprintf(stderr, "trit quantize: %s: unknown type '%s' (F32 F16 BF16 Q8_0 TQ1_0 TQ2_0 Q1_0 Q2_0 PQ2_0 PTQ1_0)\n",
                 flag, s);
@@ -77,7 +71,7 @@ static int add_rule(quant_args *a, const char *v) {
     if (parse_type("--tensor-type", eq + 1, &t)) return -1;
     char *pat = strndup(v, (size_t)(eq - v));
     if (!pat) return fprintf(stderr, "trit quantize: out of memory\n"), -1;
-    a->rules[a->p.n_rules++] = (quant_rule){pat, (uint32_t)t};
+    a->rules[a->p.n_rules++] = (trit_quant_rule){pat, t};
     return 0;
 }
 
@@ -93,12 +87,12 @@ static int parse_flag(quant_args *a, int argc, char **argv, int *i) {
     if (!strcmp(f, "--output-tensor-type")) return parse_type(f, v, &a->p.output_type);
     if (!strcmp(f, "--rotate-block")) return arg_int("quantize", f, v, 1, 1 << 16, &a->p.rotate_block);
     if (!strcmp(f, "--seed")) return arg_u64("quantize", f, v, &a->p.seed);
-    if (!strcmp(f, "--calib")) return a->calib = v, 0;
-    if (!strcmp(f, "--imatrix")) return a->imatrix = v, 0;
-    if (!strcmp(f, "--imatrix-out")) return a->imatrix_out = v, 0;
-    if (!strcmp(f, "--hessian-out")) return a->hessian_out = v, 0;
-    if (!strcmp(f, "--calib-ctx")) return arg_int("quantize", f, v, 2, 1 << 20, &a->cp.n_ctx);
-    if (!strcmp(f, "--calib-chunks")) return arg_int("quantize", f, v, 1, 1 << 30, &a->cp.n_chunks);
+    if (!strcmp(f, "--calib")) return a->p.calib_text = v, 0;
+    if (!strcmp(f, "--imatrix")) return a->p.imatrix = v, 0;
+    if (!strcmp(f, "--imatrix-out")) return a->p.imatrix_out = v, 0;
+    if (!strcmp(f, "--hessian-out")) return a->p.hessian_out = v, 0;
+    if (!strcmp(f, "--calib-ctx")) return arg_int("quantize", f, v, 2, 1 << 20, &a->p.calib_ctx);
+    if (!strcmp(f, "--calib-chunks")) return arg_int("quantize", f, v, 1, 1 << 30, &a->p.calib_chunks);
     if (!strcmp(f, "--damp")) return arg_float("quantize", f, v, 0, 10, &a->p.damp);
     fprintf(stderr, "trit quantize: unknown option '%s' (see trit quantize --help)\n", f);
     return -1;
@@ -115,23 +109,21 @@ static int parse(int argc, char **argv, quant_args *a) {
         }
     }
     if (a->n_pos < 3) return fprintf(stderr, "trit quantize: expected IN OUT TYPE [threads] (see trit quantize --help)\n"), -1;
-    int type;
-    if (parse_type("TYPE", a->pos[2], &type)) return -1;
-    a->p.type = (uint32_t)type;
+    if (parse_type("TYPE", a->pos[2], &a->p.type)) return -1;
     if (a->n_pos == 4 && arg_int("quantize", "threads", a->pos[3], 1, 1024, &a->p.n_threads)) return -1;
     if (a->p.rotate_block && !a->p.rotate) return fprintf(stderr, "trit quantize: --rotate-block needs --rotate\n"), -1;
     if (a->p.seed && !a->p.rotate) return fprintf(stderr, "trit quantize: --seed needs --rotate\n"), -1;
     if (!strcmp(a->pos[0], a->pos[1])) return fprintf(stderr, "trit quantize: IN and OUT are the same file\n"), -1;
-    if (a->calib && a->imatrix) return fprintf(stderr, "trit quantize: --calib and --imatrix exclude each other\n"), -1;
-    if ((a->imatrix_out || a->hessian_out) && !a->calib)
+    if (a->p.calib_text && a->p.imatrix) return fprintf(stderr, "trit quantize: --calib and --imatrix exclude each other\n"), -1;
+    if ((a->p.imatrix_out || a->p.hessian_out) && !a->p.calib_text)
         return fprintf(stderr, "trit quantize: --imatrix-out and --hessian-out need --calib\n"), -1;
-    if (a->p.gptq && !a->calib && !a->imatrix) return fprintf(stderr, "trit quantize: --gptq needs --calib or --imatrix\n"), -1;
+    if (a->p.gptq && !a->p.calib_text && !a->p.imatrix) return fprintf(stderr, "trit quantize: --gptq needs --calib or --imatrix\n"), -1;
     if (a->p.act_order && !a->p.gptq) return fprintf(stderr, "trit quantize: --act-order needs --gptq\n"), -1;
-    if (a->p.plain && (a->calib || a->imatrix)) return fprintf(stderr, "trit quantize: --plain ignores calibration; drop one\n"), -1;
+    if (a->p.plain && (a->p.calib_text || a->p.imatrix)) return fprintf(stderr, "trit quantize: --plain ignores calibration; drop one\n"), -1;
     return 0;
 }
 
-static void totals(const quant_summary *s, double secs) {
+static void totals(const trit_quant_result *s, double secs) {
     fprintf(stderr, "quantize: %llu tensors, %llu re-quantized, %llu exact conversions, %llu fell back\n",
             (unsigned long long)s->n_tensors, (unsigned long long)s->n_quantized, (unsigned long long)s->n_exact,
             (unsigned long long)s->n_fallback);
@@ -147,42 +139,21 @@ static void totals(const quant_summary *s, double secs) {
     fprintf(stderr, "quantize: total time %.2f s\n", secs);
 }
 
-/* --calib or --imatrix into *d (and --imatrix-out); 0 when neither was given. */
-static int load_calib(quant_args *a, calib_data *d, trit_err *e) {
-    if (a->imatrix) {
-        if (imatrix_load(d, a->imatrix, e)) return -1;
-        for (int i = 0; a->p.gptq && i < d->n_acc; i++)
-            if (!d->acc[i].hess) return fail(e, "%s: --gptq needs Hessians (write the file with --hessian-out)", a->imatrix);
-        return 0;
-    }
-    a->cp.hessian = a->p.gptq || a->hessian_out;
-    a->cp.log = stderr;
-    a->cp.n_threads = a->p.n_threads;
-    if (calib_run(a->pos[0], a->calib, &a->cp, d, e)) return -1;
-    fprintf(stderr, "calib: %lld chunks of %lld tokens, %d weights\n", (long long)d->n_chunks, (long long)d->chunk_size,
-            d->n_w);
-    if (a->imatrix_out && imatrix_save(d, a->imatrix_out, 0, e)) return -1;
-    return a->hessian_out ? imatrix_save(d, a->hessian_out, 1, e) : 0;
-}
-
 int cmd_quantize(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
-    quant_args a = {.p = {.embd_type = -1, .output_type = -1, .damp = 0.01f, .log = stderr, .tty = isatty(2)},
-                    .cp = {.n_ctx = 512}};
-    calib_data cd = {0};
+    quant_args a = {.p = trit_quant_default_params()};
+    a.p.log = stderr;
+    a.p.tty = isatty(2);
     a.p.rules = a.rules;
     int rc = 1;
     if (!parse(argc, argv, &a)) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        quant_summary sum;
-        trit_err e;
-        if ((a.calib || a.imatrix) && !load_calib(&a, &cd, &e)) a.p.calib = &cd;
-        if ((a.calib || a.imatrix) && !a.p.calib) {
-            fprintf(stderr, "trit quantize: %s\n", e.msg);
-        } else if (quant_file(a.pos[0], a.pos[1], &a.p, &sum, &e)) {
-            fprintf(stderr, "trit quantize: %s\n", e.msg);
+        trit_quant_result sum;
+        char err[512];
+        if (trit_quantize(a.pos[0], a.pos[1], &a.p, &sum, err, sizeof err)) {
+            fprintf(stderr, "trit quantize: %s\n", err);
         } else {
             clock_gettime(CLOCK_MONOTONIC, &t1);
             if (sum.legacy_q2_0) fprintf(stderr, "quantize: input was a legacy group-128 type-42 file (read as PQ2_0)\n");
@@ -190,7 +161,6 @@ int cmd_quantize(int argc, char **argv) {
             rc = 0;
         }
     }
-    calib_free(&cd);
     for (int i = 0; i < a.p.n_rules; i++) free((char *)a.rules[i].pattern);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* trit synth: write a random-weight model of a real family's shape (src/synth.h). */
+/* trit synth: write a random-weight model of a real family's shape (trit_tools.h). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -6,8 +6,7 @@
 
 #include "args.h"
 #include "cli.h"
-#include "tools/synth.h"
-#include "types/types.h"
+#include "trit_tools.h"
 
 static const char *usage =
     "usage: trit synth --arch llama|qwen3|qwen35 (--shape NAME | --dims k=v,...) --type T -o FILE\n"
@@ -52,23 +51,23 @@ static int parse(int argc, char **argv, synth_args *a) {
     return 0;
 }
 
-/* Turns the arguments into library parameters; one line on stderr when they do not fit. */
-static int to_params(const synth_args *a, synth_params *p) {
-    trit_err e;
+/* Turns the arguments into library parameters; one line on stderr when they do not fit (the
+ * shape itself is checked by trit_synth_write). */
+static int to_params(const synth_args *a, trit_synth_params *p) {
     if (!a->arch || !a->type || !a->out)
         return fprintf(stderr, "trit synth: --arch, --type and -o are required\n"), -1;
     if (!a->shape && !a->dims) return fprintf(stderr, "trit synth: give --shape NAME or --dims k=v,...\n"), -1;
-    int arch = synth_arch_from_name(a->arch);
+    int arch = trit_synth_arch_from_name(a->arch);
     if (arch < 0) return fprintf(stderr, "trit synth: unknown arch '%s' (llama, qwen3, qwen35)\n", a->arch), -1;
-    int type = type_from_name(a->type);
+    int type = trit_type_from_name(a->type);
     if (type < 0) return fprintf(stderr, "trit synth: unknown weight type '%s'\n", a->type), -1;
     if (a->block && !a->rotate) return fprintf(stderr, "trit synth: --block needs --rotate\n"), -1;
-    if (synth_shape_named((synth_arch)arch, a->shape ? a->shape : "tiny", &p->shape, &e) ||
-        (a->dims && synth_shape_set(&p->shape, a->dims, &e)) || synth_shape_check(&p->shape, &e))
-        return fprintf(stderr, "trit synth: %s\n", e.msg), -1;
-    p->type = (uint32_t)type;
+    p->arch = arch;
+    p->shape = a->shape;
+    p->dims = a->dims;
+    p->type = type;
     p->rotate = a->rotate;
-    p->block = (uint32_t)a->block;
+    p->block = a->block;
     p->seed = a->seed;
     p->vocab_path = a->vocab;
     p->n_threads = a->threads;
@@ -80,12 +79,12 @@ int cmd_synth(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return fputs(usage, stdout), 0;
     synth_args a = {0};
-    synth_params p = {0};
+    trit_synth_params p = {0};
     if (parse(argc, argv, &a) || to_params(&a, &p)) return 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    trit_err e;
-    if (synth_write(&p, a.out, &e)) return fprintf(stderr, "trit synth: %s\n", e.msg), 1;
+    char err[512];
+    if (trit_synth_write(a.out, &p, err, sizeof err)) return fprintf(stderr, "trit synth: %s\n", err), 1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     struct stat st;
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

@@ -1,7 +1,8 @@
 /* trit.h — the public API of libtrit. The server and the commands that load and run models (run,
- * chat, tokenize, inspect, logits, bench) use only this from the library, besides the string buffer
- * of src/base/util.h; synth, quantize and perplexity, and the kernel benchmarks in bench/, also use
- * internal headers under src/.
+ * chat, tokenize, inspect, logits, bench) use only this; quantize, synth and perplexity also use
+ * trit_tools.h. cli/ and server/ are compiled against include/ alone, and libtrit.a exports trit_*
+ * symbols only; the tests, fuzzers and kernel benchmarks, which reach internal functions, link the
+ * library's objects instead.
  *
  * Data flows one way: file -> model (weights mapped, tokenizer) -> session (one sequence:
  * KV cache and scratch) -> logits -> sampler -> tokens -> text.

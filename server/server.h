@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "trit.h"
-#include "base/util.h"
+#include "trit_strbuf.h"
 
 /* ---- configuration (cli/serve.c fills it from flags and LLAMA_ARG_* variables) ---- */
 typedef struct {

@@ -197,6 +197,31 @@ static void test_logits_file(void) {
     free(gold);
 }
 
+/* libtrit.a, next to the trit binary, exports trit_* symbols only (the Makefile makes every other
+ * global symbol local): nm's defined globals are listed, each other name is a failure. */
+static void test_library_exports(void) {
+    const char *bin = trit_bin(), *slash = strrchr(bin, '/');
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "nm -g --defined-only '%.*s/libtrit.a'", slash ? (int)(slash - bin) : 1, slash ? bin : ".");
+    int rc = run_cmd(cmd, &out);
+    REQUIREF(rc == 0 && out, "'%s' exited %d", cmd, rc);
+    char bad[2048] = "", *save = NULL;
+    int n_bad = 0, n_api = 0;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char type, name[256];
+        if (sscanf(line, "%*s %c %255s", &type, name) != 2) continue; /* "libtrit.o:" */
+        if (!strncmp(name, "trit_", 5)) {
+            n_api += !strcmp(name, "trit_model_load") || !strcmp(name, "trit_quantize");
+        } else if (n_bad++ < 40) {
+            size_t l = strlen(bad);
+            snprintf(bad + l, sizeof bad - l, " %s", name);
+        }
+    }
+    CHECKF(n_bad == 0, "libtrit.a exports %d symbols without the trit_ prefix:%s", n_bad, bad);
+    CHECKF(n_api == 2, "'%s' does not list trit_model_load and trit_quantize", cmd);
+    free(out);
+}
+
 const test_case cli_tests[] = {
     {"bad_input", test_bad_input},
     {"help", test_help},
@@ -205,5 +230,6 @@ const test_case cli_tests[] = {
     {"sampling_flags", test_sampling_flags},
     {"tokenize_ids", test_tokenize_ids},
     {"logits_file", test_logits_file},
+    {"library_exports", test_library_exports},
     {0},
 };

@@ -89,23 +89,3 @@ uint16_t f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet nan, as ggml */
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
-
-int sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return -1;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) return b->oom = 1, -1;
-        b->s = ns, b->cap = cap;
-    }
-    if (n) memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-    return 0;
-}
-
-void sb_free(strbuf *b) {
-    free(b->s);
-    memset(b, 0, sizeof *b);
-}

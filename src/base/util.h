@@ -36,15 +36,8 @@ typedef struct {
 int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err);
 void file_map_close(file_map *m);
 
-/* Growable NUL-terminated byte string. Out of memory is sticky: sb_add returns -1 then and from
- * there on, and oom stays set, so a caller may check once at the end. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} strbuf;
-int sb_add(strbuf *b, const char *s, size_t n);
-void sb_free(strbuf *b);
+/* strbuf, sb_add, sb_free */
+#include "trit_strbuf.h"
 
 /* IEEE binary16 and bfloat16 <-> f32; rounding is to nearest, ties to even (as ggml). */
 static inline uint32_t util_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
