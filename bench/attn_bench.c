@@ -40,7 +40,7 @@ static double time_call(const kv_span *sp, const kernel_set *k, float *scratch) 
 
 static int same_attn(const kernel_attn *a, const kernel_attn *b) {
     return a->plain == b->plain && a->f16 == b->f16 && a->f16_heads == b->f16_heads && a->f16_wide == b->f16_wide &&
-           a->fa_tiles == b->fa_tiles && a->to_f16 == b->to_f16;
+        a->fa_tiles == b->fa_tiles && a->to_f16 == b->to_f16;
 }
 
 #define MAX_SETS 4
@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
         return 1;
     }
-    printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv, LAYERS, reps);
+    printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd,
+           n_kv, LAYERS, reps);
     printf("%6s %5s", "keys", "group");
     for (int i = 0; i < ns; i++) printf(" %10s", sets[i]->name);
     printf(" %8s\n", "speedup");

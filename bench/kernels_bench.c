@@ -76,12 +76,15 @@ static uint8_t *make_pool(uint32_t t, int64_t n, int64_t rows, size_t *copies) {
 }
 
 /* The packed layout l of the same rows (repack.h), replicated the same way; NULL when the type has none. */
-static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t n, int64_t rows, size_t *mat, size_t *copies) {
+static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t n, int64_t rows, size_t *mat,
+                                 size_t *copies) {
     *mat = (size_t)repack_bytes(t, l, n, rows);
     if (!*mat || n % RP_K) return NULL;
     *copies = POOL_BYTES / *mat + 1;
     uint8_t *pool = malloc(*mat * *copies);
-    if (!pool || repack_panels(t, l, file, (uint64_t)type_row_bytes(t, n), n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, pool)) exit(1);
+    if (!pool ||
+        repack_panels(t, l, file, (uint64_t)type_row_bytes(t, n), n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, pool))
+        exit(1);
     for (size_t c = 1; c < *copies; c++) memcpy(pool + c * *mat, pool, *mat);
     return pool;
 }
@@ -90,7 +93,8 @@ static uint8_t *make_packed_pool(uint32_t t, int l, const uint8_t *file, int64_t
  * copy per call), cached GB/s over the same 64 rows, and GMAC/s for 8 and 64 tokens over `few`
  * rows. r = {decode, cached, pp8, pp64}. */
 static void measure(kernel_matmul mm, const uint8_t *pool, size_t mat, size_t copies, size_t ws, int64_t rows_per_ws,
-                    int64_t n, int64_t rows, int64_t few, const uint8_t *act, size_t arow, int pp, float *out, double r[4]) {
+                    int64_t n, int64_t rows, int64_t few, const uint8_t *act, size_t arow, int pp, float *out,
+                    double r[4]) {
     size_t c = 0;
     memset(r, 0, 4 * sizeof *r);
     for (int rep = 0; rep < 5; rep++) {
@@ -139,18 +143,20 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
         int64_t few = v == 0 ? 64 : rows; /* the scalar set is slow: fewer rows for the prompt */
         double f[4], p[4];
         measure(ks->matmul[t], pool, mat, copies, mat / (size_t)rows, 1, n, rows, few, act, arow, PP, out, f);
-        printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f GMAC/s\n",
+        printf("%-7s %5lldx%-6lld %-7s decode %6.2f GB/s (%5.1f%% of read), cached %6.2f GB/s, pp8 %7.2f, pp64 %7.2f "
+               "GMAC/s\n",
                tt->name, (long long)rows, (long long)n, ks->name, f[0], 100.0 * f[0] / ref_gbs, f[1], f[2], f[3]);
         for (int l = 0; l < RP_LAYOUTS; l++) { /* the set's layout, and c2 beside it */
             if (!packed[l] || (l != RP_C2 && l != repack_layout(t, ks->trit_layout))) continue;
             /* GB/s of packed bytes, and of the file bytes the same rows take (what decode costs per token) */
-            measure(ks->matmul_packed[l], packed[l], pmat[l], pcopies[l], (size_t)repack_panel_bytes(n, l), RP_ROWS, n, rows, few,
-                    act, arow, PP, out, p);
+            measure(ks->matmul_packed[l], packed[l], pmat[l], pcopies[l], (size_t)repack_panel_bytes(n, l), RP_ROWS, n,
+                    rows, few, act, arow, PP, out, p);
             double src = p[0] * (double)mat / (double)pmat[l];
-            printf("%-7s %5lldx%-6lld %-7s packed %s decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, cached %6.2f GB/s, "
+            printf("%-7s %5lldx%-6lld %-7s packed %s decode %6.2f GB/s (%5.1f%% of read), %6.2f GB/s of file bytes, "
+                   "cached %6.2f GB/s, "
                    "pp8 %7.2f, pp64 %7.2f GMAC/s; vs file layout: decode (tokens/s) x%.2f, pp8 x%.2f, pp64 x%.2f\n",
-                   tt->name, (long long)rows, (long long)n, ks->name, repack_layout_name(l), p[0], 100.0 * p[0] / ref_gbs, src, p[1],
-                   p[2], p[3], src / f[0], p[2] / f[2], p[3] / f[3]);
+                   tt->name, (long long)rows, (long long)n, ks->name, repack_layout_name(l), p[0],
+                   100.0 * p[0] / ref_gbs, src, p[1], p[2], p[3], src / f[0], p[2] / f[2], p[3] / f[3]);
         }
         fflush(stdout);
     }
@@ -163,14 +169,15 @@ static void bench_type(uint32_t t, int64_t n, int64_t rows, double ref_gbs) {
  * takes the next of `copies` copies mat bytes apart (from *c on): with copies exceeding the
  * last-level cache together, weights come from memory as in a model's forward pass; with one
  * copy they stay cached. */
-static double batch_run(kernel_matmul mm, const uint8_t *w, size_t mat, size_t copies, size_t *c, size_t stride, int per,
-                        int64_t n, int64_t rows, int64_t block, const uint8_t *act, size_t arow, int ntok, float *out) {
+static double batch_run(kernel_matmul mm, const uint8_t *w, size_t mat, size_t copies, size_t *c, size_t stride,
+                        int per, int64_t n, int64_t rows, int64_t block, const uint8_t *act, size_t arow, int ntok,
+                        float *out) {
     double macs = 0, t0 = now();
     do {
         const uint8_t *wc = w + (*c)++ % copies * mat;
         for (int64_t r = 0; r < rows; r += block)
-            mm(n, wc + (size_t)(r / per) * stride, stride, rows - r < block ? rows - r : block, act, arow, ntok, out + r,
-               (size_t)rows);
+            mm(n, wc + (size_t)(r / per) * stride, stride, rows - r < block ? rows - r : block, act, arow, ntok,
+               out + r, (size_t)rows);
         macs += (double)n * (double)rows * ntok;
     } while (now() - t0 < 0.03);
     return macs / (now() - t0) / 1e9;
@@ -217,7 +224,8 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
     enum { NT = 3 };
     static const int toks[NT] = {8, 64, 512};
     size_t copies;
-    uint8_t *w = make_pool(t, n, rows, &copies), *p = malloc(repack_bytes(t, l, n, rows)), *act = make_act(at, n, arow, 512);
+    uint8_t *w = make_pool(t, n, rows, &copies), *p = malloc(repack_bytes(t, l, n, rows)),
+            *act = make_act(at, n, arow, 512);
     float *out = malloc((size_t)rows * 512 * sizeof(float));
     if (!p || !out || repack_panels(t, l, w, wrow, n, rows, 0, (rows + RP_ROWS - 1) / RP_ROWS, p)) exit(1);
     const kernel_set *sc = kernels_variant("scalar");
@@ -228,11 +236,13 @@ static void bench_packed(uint32_t t, int64_t n, int64_t rows) {
         int file = v == 0; /* the file-layout GEMM once, from the avx512 set */
         for (int f = file; f >= 0; f--) {
             if (!f && ks->matmul_packed[l] == sc->matmul_packed[l]) continue;
-            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name, f ? "file" : repack_layout_name(l));
+            printf("%-7s %5lldx%-6lld %-7s %-6s", tt->name, (long long)rows, (long long)n, ks->name,
+                   f ? "file" : repack_layout_name(l));
             for (int i = 0; i < NT; i++)
                 printf(" pp%-3d %7.1f", toks[i],
                        f ? batch_gmacs(ks->matmul[t], w, wrow, 1, n, rows, ops_block(wrow, 0), act, arow, toks[i], out)
-                         : batch_gmacs(ks->matmul_packed[l], p, pb, RP_ROWS, n, rows, ops_block(wrow, 1), act, arow, toks[i], out));
+                         : batch_gmacs(ks->matmul_packed[l], p, pb, RP_ROWS, n, rows, ops_block(wrow, 1), act, arow,
+                                       toks[i], out));
             printf(" GMAC/s\n");
             fflush(stdout);
         }
@@ -267,13 +277,14 @@ static void bench_batch(uint32_t t) {
                 for (int rep = 0; rep < 10; rep++)
                     for (int v = 0; v < NV; v++)
                         if (ks[v])
-                            best[v][i] = fmax(best[v][i], batch_run(ks[v]->matmul_packed[l], p, pmat, dram ? pcopies : 1, &c,
-                                                                    repack_panel_bytes(n, l), RP_ROWS, n, rows, ops_block(wrow, 1),
-                                                                    act, arow, toks[i], out));
+                            best[v][i] = fmax(best[v][i],
+                                              batch_run(ks[v]->matmul_packed[l], p, pmat, dram ? pcopies : 1, &c,
+                                                        repack_panel_bytes(n, l), RP_ROWS, n, rows, ops_block(wrow, 1),
+                                                        act, arow, toks[i], out));
             for (int v = 0; v < NV; v++) {
                 if (!ks[v]) continue;
-                printf("%-7s %5lldx%-6lld %-7s %s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name, repack_layout_name(l),
-                       dram ? "memory" : "cached");
+                printf("%-7s %5lldx%-6lld %-7s %s %-6s", tt->name, (long long)rows, (long long)n, ks[v]->name,
+                       repack_layout_name(l), dram ? "memory" : "cached");
                 for (int i = 0; i < NT; i++) printf(" pp%-3d %6.1f", toks[i], best[v][i]);
                 printf(" GMAC/s\n");
             }
@@ -305,8 +316,8 @@ int main(int argc, char **argv) {
     memset(b, 0, POOL_BYTES);
     const char *isa;
     double rd = read_gbs((const uint64_t *)a, POOL_BYTES / 8, &isa);
-    printf("streaming read %.2f GB/s (%s loads), memcpy %.2f GB/s (copied bytes), single thread; best variant: %s\n", rd, isa,
-           memcpy_gbs(b, a, POOL_BYTES), kernels_get()->name);
+    printf("streaming read %.2f GB/s (%s loads), memcpy %.2f GB/s (copied bytes), single thread; best variant: %s\n",
+           rd, isa, memcpy_gbs(b, a, POOL_BYTES), kernels_get()->name);
     free(a), free(b);
     const int64_t shapes[2][2] = {{4096, 4096}, {14336, 4096}};
     for (int s = 0; s < 2; s++)

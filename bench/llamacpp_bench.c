@@ -109,8 +109,10 @@ int main(int argc, char **argv) {
     llama_backend_init();
     ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
     ggml_backend_reg_t reg = cpu ? ggml_backend_dev_backend_reg(cpu) : NULL;
-    threadpool_new_fn pool_new = reg ? (threadpool_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new") : NULL;
-    threadpool_free_fn pool_free = reg ? (threadpool_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free") : NULL;
+    threadpool_new_fn pool_new =
+        reg ? (threadpool_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new") : NULL;
+    threadpool_free_fn pool_free =
+        reg ? (threadpool_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free") : NULL;
     if (!pool_new || !pool_free) {
         fprintf(stderr, "llamacpp-bench: no CPU backend with a threadpool in %s\n", LLAMA_BIN_DIR);
         return 1;
@@ -158,8 +160,8 @@ int main(int argc, char **argv) {
         if (rc) break;
         double avg = sum / reps;
         for (int r = 0; r < reps; r++) var += (ts[r] - avg) * (ts[r] - avg);
-        printf("{\"test\":\"%s%d\",\"n_threads\":%d,\"avg_ts\":%.4f,\"stddev_ts\":%.4f,\"samples_ts\":[", np ? "pp" : "tg",
-               np ? np : ng, n_threads, avg, reps > 1 ? sqrt(var / (reps - 1)) : 0.0);
+        printf("{\"test\":\"%s%d\",\"n_threads\":%d,\"avg_ts\":%.4f,\"stddev_ts\":%.4f,\"samples_ts\":[",
+               np ? "pp" : "tg", np ? np : ng, n_threads, avg, reps > 1 ? sqrt(var / (reps - 1)) : 0.0);
         for (int r = 0; r < reps; r++) printf("%s%.4f", r ? "," : "", ts[r]);
         printf("]}\n");
         fflush(stdout);

@@ -1,8 +1,8 @@
 /* stream_read: sums a buffer with the widest loads the CPU has (AVX-512, AVX2, NEON, else 64-bit
  * words) into several independent accumulators, so the loop waits on memory and not on a chain of
- * adds, with a software prefetch 8 KiB ahead as the matmul kernels do (about 10 % more on the
- * development VM than the hardware prefetcher alone). The machine's streaming-read bandwidth is measured with it (bench/bandwidth.c, the
- * reference line of bench/kernels_bench.c). Only the bench uses target attributes; the library
+ * adds, with a software prefetch 8 KiB ahead as the matmul kernels do (faster than the hardware
+ * prefetcher alone). The machine's streaming-read bandwidth is measured with it (bench/bandwidth.c,
+ * the reference line of bench/kernels_bench.c). Only the bench uses target attributes; the library
  * never does. `words` is a multiple of 64 (512 bytes); the caller keeps the sum so the loads stay. */
 #ifndef TRIT_BENCH_STREAM_READ_H
 #define TRIT_BENCH_STREAM_READ_H
@@ -43,7 +43,7 @@ __attribute__((target("avx2"))) static uint64_t stream_read_avx2(const uint64_t 
     }
     for (int k = 1; k < 8; k++) s[0] = _mm256_add_epi64(s[0], s[k]);
     return (uint64_t)_mm256_extract_epi64(s[0], 0) + (uint64_t)_mm256_extract_epi64(s[0], 1) +
-           (uint64_t)_mm256_extract_epi64(s[0], 2) + (uint64_t)_mm256_extract_epi64(s[0], 3);
+        (uint64_t)_mm256_extract_epi64(s[0], 2) + (uint64_t)_mm256_extract_epi64(s[0], 3);
 }
 #elif defined(__aarch64__)
 #include <arm_neon.h>

@@ -52,7 +52,8 @@ static int parse(int argc, char **argv, bench_opts *o) {
     int ngl;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-#define VAL() if (!(v = arg_value("bench", argc, argv, &i))) return -1
+#define VAL() \
+    if (!(v = arg_value("bench", argc, argv, &i))) return -1
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(usage, stdout);
             exit(0);
@@ -60,18 +61,30 @@ static int parse(int argc, char **argv, bench_opts *o) {
             VAL();
             if (o->n_models == MAX_LIST) return fprintf(stderr, "trit bench: too many models\n"), -1;
             o->models[o->n_models++] = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { VAL(); if (parse_list(a, v, 0, o->prompts, &o->n_prompts)) return -1; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { VAL(); if (parse_list(a, v, 0, o->gens, &o->n_gens)) return -1; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { VAL(); if (parse_list(a, v, 1, o->threads, &o->n_threads)) return -1; }
-        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) { VAL(); if (arg_int("bench", a, v, 1, 1000, &o->reps)) return -1; }
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            VAL();
+            if (parse_list(a, v, 0, o->prompts, &o->n_prompts)) return -1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            VAL();
+            if (parse_list(a, v, 0, o->gens, &o->n_gens)) return -1;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            VAL();
+            if (parse_list(a, v, 1, o->threads, &o->n_threads)) return -1;
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            VAL();
+            if (arg_int("bench", a, v, 1, 1000, &o->reps)) return -1;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             VAL();
             if (strcmp(v, "md") && strcmp(v, "json") && strcmp(v, "jsonl"))
                 return fprintf(stderr, "trit bench: -o expects md, json or jsonl, got '%s'\n", v), -1;
             o->fmt = v;
-        } else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) { VAL(); if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1; }
-        else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) { VAL(); if (arg_int("bench", a, v, -1, 100000, &ngl)) return -1; }
-        else if (!strcmp(a, "--no-warmup")) o->warmup = 0;
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
+            VAL();
+            if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1;
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            VAL();
+            if (arg_int("bench", a, v, -1, 100000, &ngl)) return -1;
+        } else if (!strcmp(a, "--no-warmup")) o->warmup = 0;
         else if (arg_no_repack(a)) o->no_repack = 1;
         else return fprintf(stderr, "trit bench: unknown option '%s' (see trit bench --help)\n", a), -1;
 #undef VAL
@@ -127,7 +140,8 @@ static void model_label(const trit_model_info *in, char *buf, size_t n) {
 static void print_md_header(void) {
     printf("| %-30s | %10s | %10s | %-10s | %7s | %-6s | %16s |\n", "model", "size", "params", "backend", "threads",
            "test", "t/s");
-    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------ | ---------------: |\n");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------ | "
+           "---------------: |\n");
 }
 
 static void print_md(const result *r) {
@@ -137,7 +151,8 @@ static void print_md(const result *r) {
     model_label(&r->info, label, sizeof label);
     if (r->n_prompt && r->n_gen) snprintf(test, sizeof test, "pp%d+tg%d", r->n_prompt, r->n_gen);
     else snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
-    snprintf(size, sizeof size, "%.2f %s", r->info.n_bytes >= (1u << 30) ? r->info.n_bytes / 1073741824.0 : r->info.n_bytes / 1048576.0,
+    snprintf(size, sizeof size, "%.2f %s",
+             r->info.n_bytes >= (1u << 30) ? r->info.n_bytes / 1073741824.0 : r->info.n_bytes / 1048576.0,
              r->info.n_bytes >= (1u << 30) ? "GiB" : "MiB");
     double p = (double)r->info.n_params;
     snprintf(params, sizeof params, p >= 1e9 ? "%.2f B" : "%.2f M", p >= 1e9 ? p / 1e9 : p / 1e6);
@@ -176,14 +191,13 @@ static json_t *to_json(const result *r) {
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:i, s:i, "
                      "s:i, s:s, s:I, s:I, s:f, s:f, s:o, s:o}",
                      "build_commit", TRIT_BUILD_COMMIT, "build_number", 0, "cpu_info", cpu_info(), "gpu_info", "",
-                     "backends", backends, "model_filename", r->file, "model_type", label,
-                     "model_size", (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
-                     "model_bytes_per_token", (json_int_t)r->info.n_bytes_token,
-                     "n_batch", 512, "n_ubatch", 512, "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16",
-                     "type_v", r->kv_f32 ? "f32" : "f16", "n_gpu_layers", 0, "flash_attn", !r->kv_f32,
-                     "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time", when,
-                     "avg_ns", (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts", avg_ts,
-                     "stddev_ts", sd_ts, "samples_ns", ns, "samples_ts", ts);
+                     "backends", backends, "model_filename", r->file, "model_type", label, "model_size",
+                     (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
+                     "model_bytes_per_token", (json_int_t)r->info.n_bytes_token, "n_batch", 512, "n_ubatch", 512,
+                     "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16", "type_v", r->kv_f32 ? "f32" : "f16",
+                     "n_gpu_layers", 0, "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth",
+                     0, "test_time", when, "avg_ns", (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts",
+                     avg_ts, "stddev_ts", sd_ts, "samples_ns", ns, "samples_ts", ts);
 }
 
 /* Times one test; prints it at once for md/jsonl, collects it for json. */
@@ -202,9 +216,16 @@ static int run_test(trit_model *m, const bench_opts *o, const char *file, int th
         goto out;
     }
     uint64_t seed = 42;
-    for (int i = 0; i <= n; i++) seed = seed * 6364136223846793005ULL + 1442695040888963407ULL, toks[i] = (int32_t)((seed >> 33) % (uint64_t)n_vocab);
-    *r = (result){.file = file, .info = trit_model_get_info(m), .threads = threads, .n_prompt = n_prompt, .n_gen = n_gen,
-                  .reps = o->reps, .kv_f32 = o->kv_f32};
+    for (int i = 0; i <= n; i++)
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL,
+        toks[i] = (int32_t)((seed >> 33) % (uint64_t)n_vocab);
+    *r = (result){.file = file,
+                  .info = trit_model_get_info(m),
+                  .threads = threads,
+                  .n_prompt = n_prompt,
+                  .n_gen = n_gen,
+                  .reps = o->reps,
+                  .kv_f32 = o->kv_f32};
     if (o->warmup && run_once(s, toks, n_prompt ? 1 : 0, n_gen ? 1 : 0, logits) < 0) goto fail;
     for (int i = 0; i < o->reps; i++)
         if ((r->samples_ns[i] = run_once(s, toks, n_prompt, n_gen, logits)) <= 0) goto fail;

@@ -11,9 +11,7 @@ gen_opts gen_default_opts(void) {
     return o;
 }
 
-static int is_flag(const char *a, const char *s1, const char *s2) {
-    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
-}
+static int is_flag(const char *a, const char *s1, const char *s2) { return !strcmp(a, s1) || (s2 && !strcmp(a, s2)); }
 
 /* Appends one --logit-bias value; -1 with a message. */
 static int add_bias(const char *c, const char *flag, const char *v, gen_opts *o) {
@@ -35,27 +33,86 @@ void gen_free_opts(gen_opts *o) {
 int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     const char *a = argv[*i], *v;
 #define IS(s1, s2) is_flag(a, s1, s2)
-#define VAL() if (!(v = arg_value(c, argc, argv, i))) return -1
+#define VAL() \
+    if (!(v = arg_value(c, argc, argv, i))) return -1
 #define CHECKED(call) return (call) ? -1 : 1
-    if (IS("-m", "--model")) { VAL(); o->model = v; return 1; }
-    if (IS("-c", "--ctx-size")) { VAL(); CHECKED(arg_int(c, a, v, 0, 1 << 22, &o->n_ctx)); }
-    if (IS("-t", "--threads")) { VAL(); CHECKED(arg_int(c, a, v, 1, 1024, &o->n_threads)); }
-    if (IS("-ngl", "--n-gpu-layers")) { VAL(); CHECKED(arg_int(c, a, v, -1, 100000, &o->n_gpu_layers)); }
-    if (IS("--temp", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 100, &o->sp.temp)); }
-    if (IS("--top-k", NULL)) { VAL(); CHECKED(arg_int(c, a, v, 0, 1 << 30, &o->sp.top_k)); }
-    if (IS("--top-p", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 1, &o->sp.top_p)); }
-    if (IS("--min-p", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 1, &o->sp.min_p)); }
-    if (IS("--repeat-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty)); }
-    if (IS("--repeat-last-n", NULL)) { VAL(); CHECKED(arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n)); }
-    if (IS("--presence-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, -100, 100, &o->sp.presence_penalty)); }
-    if (IS("--frequency-penalty", NULL)) { VAL(); CHECKED(arg_float(c, a, v, -100, 100, &o->sp.frequency_penalty)); }
-    if (IS("-l", "--logit-bias")) { VAL(); CHECKED(add_bias(c, a, v, o)); }
-    if (IS("--ignore-eos", NULL)) { o->sp.ignore_eos = 1; return 1; }
-    if (IS("-s", "--seed")) { VAL(); CHECKED(arg_u64(c, a, v, &o->sp.seed)); }
-    if (IS("-ctk", "--cache-type-k")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0])); }
-    if (IS("-ctv", "--cache-type-v")) { VAL(); CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1])); }
-    if (IS("--no-mmap", NULL)) { o->no_mmap = 1; return 1; }
-    if (arg_no_repack(a)) { o->no_repack = 1; return 1; }
+    if (IS("-m", "--model")) {
+        VAL();
+        o->model = v;
+        return 1;
+    }
+    if (IS("-c", "--ctx-size")) {
+        VAL();
+        CHECKED(arg_int(c, a, v, 0, 1 << 22, &o->n_ctx));
+    }
+    if (IS("-t", "--threads")) {
+        VAL();
+        CHECKED(arg_int(c, a, v, 1, 1024, &o->n_threads));
+    }
+    if (IS("-ngl", "--n-gpu-layers")) {
+        VAL();
+        CHECKED(arg_int(c, a, v, -1, 100000, &o->n_gpu_layers));
+    }
+    if (IS("--temp", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, 0, 100, &o->sp.temp));
+    }
+    if (IS("--top-k", NULL)) {
+        VAL();
+        CHECKED(arg_int(c, a, v, 0, 1 << 30, &o->sp.top_k));
+    }
+    if (IS("--top-p", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, 0, 1, &o->sp.top_p));
+    }
+    if (IS("--min-p", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, 0, 1, &o->sp.min_p));
+    }
+    if (IS("--repeat-penalty", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, 0, 100, &o->sp.repeat_penalty));
+    }
+    if (IS("--repeat-last-n", NULL)) {
+        VAL();
+        CHECKED(arg_int(c, a, v, -1, 1 << 30, &o->sp.repeat_last_n));
+    }
+    if (IS("--presence-penalty", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, -100, 100, &o->sp.presence_penalty));
+    }
+    if (IS("--frequency-penalty", NULL)) {
+        VAL();
+        CHECKED(arg_float(c, a, v, -100, 100, &o->sp.frequency_penalty));
+    }
+    if (IS("-l", "--logit-bias")) {
+        VAL();
+        CHECKED(add_bias(c, a, v, o));
+    }
+    if (IS("--ignore-eos", NULL)) {
+        o->sp.ignore_eos = 1;
+        return 1;
+    }
+    if (IS("-s", "--seed")) {
+        VAL();
+        CHECKED(arg_u64(c, a, v, &o->sp.seed));
+    }
+    if (IS("-ctk", "--cache-type-k")) {
+        VAL();
+        CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0]));
+    }
+    if (IS("-ctv", "--cache-type-v")) {
+        VAL();
+        CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1]));
+    }
+    if (IS("--no-mmap", NULL)) {
+        o->no_mmap = 1;
+        return 1;
+    }
+    if (arg_no_repack(a)) {
+        o->no_repack = 1;
+        return 1;
+    }
 #undef IS
 #undef VAL
 #undef CHECKED
@@ -64,13 +121,15 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
 
 int gen_check(const char *cmd, const gen_opts *o) {
     if (!o->model) return fprintf(stderr, "trit %s: -m FILE is required\n", cmd), -1;
-    if (o->kv_f32[0] != o->kv_f32[1]) return fprintf(stderr, "trit %s: -ctk and -ctv must name the same type\n", cmd), -1;
+    if (o->kv_f32[0] != o->kv_f32[1])
+        return fprintf(stderr, "trit %s: -ctk and -ctv must name the same type\n", cmd), -1;
     return 0;
 }
 
 int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **s, trit_sampler **smp) {
     char err[512];
-    if (o->n_gpu_layers) fprintf(stderr, "trit %s: this build has no GPU backend; -ngl ignored, running on the CPU\n", cmd);
+    if (o->n_gpu_layers)
+        fprintf(stderr, "trit %s: this build has no GPU backend; -ngl ignored, running on the CPU\n", cmd);
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !o->no_mmap;
     mp.repack = !o->no_repack;

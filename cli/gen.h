@@ -13,25 +13,25 @@ typedef struct {
     int n_bias;
 } gen_opts;
 
-#define GEN_USAGE \
-    "  -m, --model FILE        GGUF model\n" \
-    "  -c, --ctx-size N        context length (default 4096)\n" \
-    "  -t, --threads N         threads (default: physical cores)\n" \
-    "  --temp F                temperature (default 0.8; 0 = greedy)\n" \
-    "  --top-k N               top-k (default 40; 0 = off)\n" \
-    "  --top-p F               top-p (default 0.95; 1 = off)\n" \
-    "  --min-p F               min-p (default 0.05; 0 = off)\n" \
-    "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n" \
-    "  --repeat-last-n N       tokens the penalties look back (default 64; -1 = all)\n" \
-    "  --presence-penalty F    presence penalty (default 0.0 = off)\n" \
-    "  --frequency-penalty F   frequency penalty (default 0.0 = off)\n" \
-    "  -l, --logit-bias TOKEN_ID(+|-)BIAS\n" \
+#define GEN_USAGE                                                                                      \
+    "  -m, --model FILE        GGUF model\n"                                                           \
+    "  -c, --ctx-size N        context length (default 4096)\n"                                        \
+    "  -t, --threads N         threads (default: physical cores)\n"                                    \
+    "  --temp F                temperature (default 0.8; 0 = greedy)\n"                                \
+    "  --top-k N               top-k (default 40; 0 = off)\n"                                          \
+    "  --top-p F               top-p (default 0.95; 1 = off)\n"                                        \
+    "  --min-p F               min-p (default 0.05; 0 = off)\n"                                        \
+    "  --repeat-penalty F      repeat penalty (default 1.0 = off)\n"                                   \
+    "  --repeat-last-n N       tokens the penalties look back (default 64; -1 = all)\n"                \
+    "  --presence-penalty F    presence penalty (default 0.0 = off)\n"                                 \
+    "  --frequency-penalty F   frequency penalty (default 0.0 = off)\n"                                \
+    "  -l, --logit-bias TOKEN_ID(+|-)BIAS\n"                                                           \
     "                          add BIAS to a token's logit (15043+1; 15043-inf bans it); repeatable\n" \
-    "  --ignore-eos            never stop at an end-of-generation token (they are banned)\n" \
-    "  -s, --seed N            sampling seed (default -1 = random)\n" \
-    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n" \
-    "  --no-mmap               read the model into memory instead of mapping it\n" \
-    "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n" \
+    "  --ignore-eos            never stop at an end-of-generation token (they are banned)\n"           \
+    "  -s, --seed N            sampling seed (default -1 = random)\n"                                  \
+    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"                   \
+    "  --no-mmap               read the model into memory instead of mapping it\n"                     \
+    "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n"               \
     "  -ngl, --n-gpu-layers N  layers on the GPU (this build has no GPU backend)\n"
 
 gen_opts gen_default_opts(void);

@@ -5,12 +5,11 @@
 #include "cli.h"
 #include "trit.h"
 
-static const char usage[] =
-    "usage: trit inspect FILE [--json] [--no-mmap]\n"
-    "  Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for\n"
-    "  ternary tensors, the fraction of zero weights per tensor and per layer.\n"
-    "  --json     print one JSON object instead\n"
-    "  --no-mmap  read the file into memory instead of mapping it\n";
+static const char usage[] = "usage: trit inspect FILE [--json] [--no-mmap]\n"
+                            "  Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for\n"
+                            "  ternary tensors, the fraction of zero weights per tensor and per layer.\n"
+                            "  --json     print one JSON object instead\n"
+                            "  --no-mmap  read the file into memory instead of mapping it\n";
 
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;

@@ -57,7 +57,8 @@ int cmd_logits(int argc, char **argv) {
             if (!(v = arg_value("logits", argc, argv, &i)) || arg_int("logits", a, v, 0, 1 << 22, &n_ctx)) return 1;
         } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") ||
                    !strcmp(a, "--cache-type-v")) {
-            if (!(v = arg_value("logits", argc, argv, &i)) || arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
+            if (!(v = arg_value("logits", argc, argv, &i)) ||
+                arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
                 return 1;
         } else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (arg_no_repack(a)) no_repack = 1;

@@ -9,7 +9,8 @@
 #include "trit_tools.h"
 
 static const char *usage =
-    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] [--kl-divergence-base OUT]\n"
+    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] "
+    "[--kl-divergence-base OUT]\n"
     "       trit perplexity -m FILE --kl-divergence-base BASE --kl-divergence [--chunks N] [-b N] [-t N]\n"
     "  Scores the second half of every n_ctx-token chunk of TEXT (llama-perplexity's protocol).\n"
     "  --kl-divergence-base OUT  with -f: also save this model's log-probabilities (f32) to OUT\n"
@@ -98,7 +99,8 @@ int cmd_perplexity(int argc, char **argv) {
     if (a.kld) {
         trit_perplexity_result r;
         rc = trit_kl_divergence(m, a.kld_base, &a.p, &r, err, sizeof err)
-                 ? (fprintf(stderr, "trit perplexity: %s\n", err), 1) : 0;
+            ? (fprintf(stderr, "trit perplexity: %s\n", err), 1)
+            : 0;
     } else {
         rc = run_text(m, &a);
     }

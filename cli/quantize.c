@@ -65,8 +65,10 @@ static int parse_type(const char *flag, const char *s, int *out) {
 
 static int add_rule(quant_args *a, const char *v) {
     const char *eq = strrchr(v, '=');
-    if (!eq || eq == v || !eq[1]) return fprintf(stderr, "trit quantize: --tensor-type expects PATTERN=TYPE, got '%s'\n", v), -1;
-    if (a->p.n_rules == MAX_RULES) return fprintf(stderr, "trit quantize: at most %d --tensor-type rules\n", MAX_RULES), -1;
+    if (!eq || eq == v || !eq[1])
+        return fprintf(stderr, "trit quantize: --tensor-type expects PATTERN=TYPE, got '%s'\n", v), -1;
+    if (a->p.n_rules == MAX_RULES)
+        return fprintf(stderr, "trit quantize: at most %d --tensor-type rules\n", MAX_RULES), -1;
     int t;
     if (parse_type("--tensor-type", eq + 1, &t)) return -1;
     char *pat = strndup(v, (size_t)(eq - v));
@@ -108,18 +110,22 @@ static int parse(int argc, char **argv, quant_args *a) {
             a->pos[a->n_pos++] = argv[i];
         }
     }
-    if (a->n_pos < 3) return fprintf(stderr, "trit quantize: expected IN OUT TYPE [threads] (see trit quantize --help)\n"), -1;
+    if (a->n_pos < 3)
+        return fprintf(stderr, "trit quantize: expected IN OUT TYPE [threads] (see trit quantize --help)\n"), -1;
     if (parse_type("TYPE", a->pos[2], &a->p.type)) return -1;
     if (a->n_pos == 4 && arg_int("quantize", "threads", a->pos[3], 1, 1024, &a->p.n_threads)) return -1;
     if (a->p.rotate_block && !a->p.rotate) return fprintf(stderr, "trit quantize: --rotate-block needs --rotate\n"), -1;
     if (a->p.seed && !a->p.rotate) return fprintf(stderr, "trit quantize: --seed needs --rotate\n"), -1;
     if (!strcmp(a->pos[0], a->pos[1])) return fprintf(stderr, "trit quantize: IN and OUT are the same file\n"), -1;
-    if (a->p.calib_text && a->p.imatrix) return fprintf(stderr, "trit quantize: --calib and --imatrix exclude each other\n"), -1;
+    if (a->p.calib_text && a->p.imatrix)
+        return fprintf(stderr, "trit quantize: --calib and --imatrix exclude each other\n"), -1;
     if ((a->p.imatrix_out || a->p.hessian_out) && !a->p.calib_text)
         return fprintf(stderr, "trit quantize: --imatrix-out and --hessian-out need --calib\n"), -1;
-    if (a->p.gptq && !a->p.calib_text && !a->p.imatrix) return fprintf(stderr, "trit quantize: --gptq needs --calib or --imatrix\n"), -1;
+    if (a->p.gptq && !a->p.calib_text && !a->p.imatrix)
+        return fprintf(stderr, "trit quantize: --gptq needs --calib or --imatrix\n"), -1;
     if (a->p.act_order && !a->p.gptq) return fprintf(stderr, "trit quantize: --act-order needs --gptq\n"), -1;
-    if (a->p.plain && (a->p.calib_text || a->p.imatrix)) return fprintf(stderr, "trit quantize: --plain ignores calibration; drop one\n"), -1;
+    if (a->p.plain && (a->p.calib_text || a->p.imatrix))
+        return fprintf(stderr, "trit quantize: --plain ignores calibration; drop one\n"), -1;
     return 0;
 }
 
@@ -156,7 +162,8 @@ int cmd_quantize(int argc, char **argv) {
             fprintf(stderr, "trit quantize: %s\n", err);
         } else {
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            if (sum.legacy_q2_0) fprintf(stderr, "quantize: input was a legacy group-128 type-42 file (read as PQ2_0)\n");
+            if (sum.legacy_q2_0)
+                fprintf(stderr, "quantize: input was a legacy group-128 type-42 file (read as PQ2_0)\n");
             totals(&sum, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
             rc = 0;
         }

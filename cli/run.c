@@ -68,7 +68,8 @@ static int print_piece(trit_model *m, int32_t tok) {
     return 0;
 }
 
-static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run_opts *o, const char *text, size_t len) {
+static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run_opts *o, const char *text,
+                    size_t len) {
     char err[512];
     int n_vocab = trit_model_n_vocab(m);
     int cap = (int)len + 8;
@@ -135,7 +136,8 @@ int cmd_run(int argc, char **argv) {
     if (parse(argc, argv, &o)) return gen_free_opts(&o.g), 1;
     size_t len = 0;
     char *text = NULL;
-    if (o.prompt_file && !(text = arg_read_file("run", o.prompt_file, PROMPT_MAX_BYTES, &len))) return gen_free_opts(&o.g), 1;
+    if (o.prompt_file && !(text = arg_read_file("run", o.prompt_file, PROMPT_MAX_BYTES, &len)))
+        return gen_free_opts(&o.g), 1;
     trit_model *m;
     trit_session *s;
     trit_sampler *smp;

@@ -25,7 +25,8 @@ static const char *usage =
     "  -to, --timeout N        seconds before a request is ended (default 600) LLAMA_ARG_TIMEOUT\n"
     "  --metrics               enable GET /metrics                         LLAMA_ARG_ENDPOINT_METRICS\n"
     "  --slots, --no-slots     enable or disable GET /slots (default on)   LLAMA_ARG_ENDPOINT_SLOTS\n"
-    "  --cors-origins LIST     origins allowed (* = any, localhost, or exact origins; default *) LLAMA_ARG_CORS_ORIGINS\n"
+    "  --cors-origins LIST     origins allowed (* = any, localhost, or exact origins; default *) "
+    "LLAMA_ARG_CORS_ORIGINS\n"
     "  --sse-ping-interval N   seconds of stream silence before a keep-alive comment (default 30)\n"
     "  -n, --n-predict N       default max tokens (-1 = until the end)     LLAMA_ARG_N_PREDICT\n"
     "  --temp F, --top-k N, --top-p F, --min-p F, --repeat-penalty F, --repeat-last-n N, -s/--seed N\n"
@@ -53,20 +54,32 @@ static int set_cors(serve_opts *o, const char *f, const char *v) { return o->c.c
 static int set_port(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 1, 65535, &o->c.port); }
 static int set_np(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 1, 256, &o->c.n_parallel); }
 static int set_ctx(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 22, &o->c.n_ctx); }
-static int set_threads(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1024, &o->c.n_threads); }
-static int set_timeout(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 30, &o->c.timeout_s); }
+static int set_threads(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, -1, 1024, &o->c.n_threads);
+}
+static int set_timeout(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, 0, 1 << 30, &o->c.timeout_s);
+}
 static int set_ping(serve_opts *o, const char *f, const char *v) {
     int sec;
     if (arg_int(C, f, v, 1, 3600, &sec)) return -1;
     return o->c.ping_ms = sec * 1000, 0;
 }
-static int set_npredict(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1 << 30, &o->c.n_predict); }
+static int set_npredict(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, -1, 1 << 30, &o->c.n_predict);
+}
 static int set_temp(serve_opts *o, const char *f, const char *v) { return arg_float(C, f, v, 0, 100, &o->c.sp.temp); }
-static int set_topk(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, 0, 1 << 30, &o->c.sp.top_k); }
+static int set_topk(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, 0, 1 << 30, &o->c.sp.top_k);
+}
 static int set_topp(serve_opts *o, const char *f, const char *v) { return arg_float(C, f, v, 0, 1, &o->c.sp.top_p); }
 static int set_minp(serve_opts *o, const char *f, const char *v) { return arg_float(C, f, v, 0, 1, &o->c.sp.min_p); }
-static int set_rp(serve_opts *o, const char *f, const char *v) { return arg_float(C, f, v, 0, 100, &o->c.sp.repeat_penalty); }
-static int set_rln(serve_opts *o, const char *f, const char *v) { return arg_int(C, f, v, -1, 1 << 30, &o->c.sp.repeat_last_n); }
+static int set_rp(serve_opts *o, const char *f, const char *v) {
+    return arg_float(C, f, v, 0, 100, &o->c.sp.repeat_penalty);
+}
+static int set_rln(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, -1, 1 << 30, &o->c.sp.repeat_last_n);
+}
 static int set_ctk(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[0]); }
 static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[1]); }
 static int ignore(serve_opts *o, const char *f, const char *v) { return 0; }
@@ -168,7 +181,8 @@ static int load_keys(serve_opts *o) {
     char *dup = o->keys ? strdup(o->keys) : NULL;
     size_t n = 0;
     char *save;
-    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && keys; t = strtok_r(NULL, ",", &save)) keys[n++] = strdup(t);
+    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t && keys; t = strtok_r(NULL, ",", &save))
+        keys[n++] = strdup(t);
     for (char *t = file ? strtok_r(file, "\r\n", &save) : NULL; t && keys; t = strtok_r(NULL, "\r\n", &save))
         if (*t) keys[n++] = strdup(t);
     free(dup);
@@ -205,7 +219,8 @@ static int serve(server *sv, int no_repack) {
     signal(SIGPIPE, SIG_IGN);
     srv_http *h = http_start(sv, err, sizeof err);
     if (!h) return fprintf(stderr, "trit serve: %s\n", err), 1;
-    fprintf(stderr, "trit serve: listening on http://%s:%d, loading %s\n", sv->cfg.host, sv->cfg.port, sv->cfg.model_path);
+    fprintf(stderr, "trit serve: listening on http://%s:%d, loading %s\n", sv->cfg.host, sv->cfg.port,
+            sv->cfg.model_path);
     trit_model_params mp = trit_model_default_params();
     mp.repack = !no_repack;
     sv->model = trit_model_load(sv->cfg.model_path, &mp, err, sizeof err);
@@ -213,8 +228,8 @@ static int serve(server *sv, int no_repack) {
     int rc = 1;
     if (sv->sch) {
         atomic_store(&sv->ready, 1);
-        fprintf(stderr, "trit serve: ready: %s, %d slots of %d tokens\n", trit_model_desc(sv->model), sv->cfg.n_parallel,
-                sched_slot_ctx(sv->sch));
+        fprintf(stderr, "trit serve: ready: %s, %d slots of %d tokens\n", trit_model_desc(sv->model),
+                sv->cfg.n_parallel, sched_slot_ctx(sv->sch));
         int sig;
         sigwait(&sigs, &sig);
         rc = 0;

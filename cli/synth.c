@@ -28,10 +28,13 @@ static int parse(int argc, char **argv, synth_args *a) {
     const char *v;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        const char **dst = !strcmp(f, "--arch") ? &a->arch : !strcmp(f, "--shape") ? &a->shape
-                         : !strcmp(f, "--dims") ? &a->dims : !strcmp(f, "--type") ? &a->type
-                         : !strcmp(f, "-o") || !strcmp(f, "--output") ? &a->out : !strcmp(f, "--vocab") ? &a->vocab
-                         : NULL;
+        const char **dst = !strcmp(f, "--arch")          ? &a->arch
+            : !strcmp(f, "--shape")                      ? &a->shape
+            : !strcmp(f, "--dims")                       ? &a->dims
+            : !strcmp(f, "--type")                       ? &a->type
+            : !strcmp(f, "-o") || !strcmp(f, "--output") ? &a->out
+            : !strcmp(f, "--vocab")                      ? &a->vocab
+                                                         : NULL;
         if (dst) {
             if (!(v = arg_value("synth", argc, argv, &i))) return -1;
             *dst = v;
@@ -54,8 +57,7 @@ static int parse(int argc, char **argv, synth_args *a) {
 /* Turns the arguments into library parameters; one line on stderr when they do not fit (the
  * shape itself is checked by trit_synth_write). */
 static int to_params(const synth_args *a, trit_synth_params *p) {
-    if (!a->arch || !a->type || !a->out)
-        return fprintf(stderr, "trit synth: --arch, --type and -o are required\n"), -1;
+    if (!a->arch || !a->type || !a->out) return fprintf(stderr, "trit synth: --arch, --type and -o are required\n"), -1;
     if (!a->shape && !a->dims) return fprintf(stderr, "trit synth: give --shape NAME or --dims k=v,...\n"), -1;
     int arch = trit_synth_arch_from_name(a->arch);
     if (arch < 0) return fprintf(stderr, "trit synth: unknown arch '%s' (llama, qwen3, qwen35)\n", a->arch), -1;

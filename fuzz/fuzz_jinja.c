@@ -10,7 +10,8 @@ static json_t *context(void) {
     json_error_t je;
     return json_loads("{\"messages\": [{\"role\": \"system\", \"content\": \"S\"},"
                       " {\"role\": \"user\", \"content\": \"<tool_response>x</tool_response>\"},"
-                      " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nA\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1.5}}}]},"
+                      " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nA\", \"tool_calls\": "
+                      "[{\"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1.5}}}]},"
                       " {\"role\": \"tool\", \"content\": \"t\"}],"
                       " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
                       " \"add_generation_prompt\": true, \"enable_thinking\": false}",

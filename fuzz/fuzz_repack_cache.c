@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint64_t prev = RC_HEADER_BYTES + (uint64_t)n * RC_ENTRY_BYTES;
         for (uint32_t i = 0; i < n; i++) {
             if (e[i].offset < prev || e[i].bytes > size || e[i].offset > size - e[i].bytes) __builtin_trap();
-            if (e[i].bytes != repack_bytes(e[i].type, (int)e[i].layout, e[i].n_in, e[i].n_out) || !e[i].name[0]) __builtin_trap();
+            if (e[i].bytes != repack_bytes(e[i].type, (int)e[i].layout, e[i].n_in, e[i].n_out) || !e[i].name[0])
+                __builtin_trap();
             prev = e[i].offset + e[i].bytes;
         }
     }

@@ -23,9 +23,9 @@ typedef struct trit_sampler trit_sampler;
 
 /* ---- model ---- */
 typedef struct {
-    int use_mmap;     /* default 1; 0 reads the file into memory (--no-mmap) */
+    int use_mmap; /* default 1; 0 reads the file into memory (--no-mmap) */
     int n_gpu_layers; /* accepted for compatibility; CPU builds ignore it */
-    int repack;       /* default 1: ternary matmul weights are re-laid for the kernels at load,
+    int repack; /* default 1: ternary matmul weights are re-laid for the kernels at load,
                          through the on-disk cache ($TRIT_CACHE_DIR, else $XDG_CACHE_HOME/trit,
                          else ~/.cache/trit); 0 uses the file's layout (--no-repack) */
     uint64_t repack_cache_min; /* default 16 MiB: repacked bytes from which the cache is used
@@ -44,14 +44,14 @@ const char *trit_model_arch(const trit_model *m);
 const char *trit_model_desc(const trit_model *m);
 
 typedef struct {
-    const char *arch;     /* "qwen35" */
-    const char *ftype;    /* type name of the bulk of the weights, e.g. "PTQ1_0" */
-    uint64_t n_params;    /* elements of every tensor */
-    uint64_t n_bytes;     /* bytes of every tensor */
+    const char *arch; /* "qwen35" */
+    const char *ftype; /* type name of the bulk of the weights, e.g. "PTQ1_0" */
+    uint64_t n_params; /* elements of every tensor */
+    uint64_t n_bytes; /* bytes of every tensor */
     uint64_t n_bytes_token; /* bytes a decoded token reads: every tensor but an untied embedding table */
     int n_layer, n_embd, n_vocab;
-    int rotated;          /* the file declares a Hadamard rotation contract */
-    const char *repack;   /* where the repacked weights came from: "built", "cache" or "none" */
+    int rotated; /* the file declares a Hadamard rotation contract */
+    const char *repack; /* where the repacked weights came from: "built", "cache" or "none" */
 } trit_model_info;
 
 trit_model_info trit_model_get_info(const trit_model *m);
@@ -64,11 +64,11 @@ const char *trit_cpu_variant(void);
 int32_t trit_token_bos(const trit_model *m); /* -1 when the vocabulary has none */
 int32_t trit_token_eos(const trit_model *m);
 int trit_token_is_eog(const trit_model *m, int32_t tok); /* end of generation (EOS, EOT, ...) */
-int trit_add_bos(const trit_model *m);                   /* whether prompts start with BOS */
+int trit_add_bos(const trit_model *m); /* whether prompts start with BOS */
 /* Tokenizes text; returns the token count, -(needed count) when max_tokens is too small, or
  * INT_MIN on invalid input (NULL text, absurd length, out of memory). len + 8 tokens always suffice. */
-int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special,
-                  int parse_special, int32_t *tokens, int max_tokens);
+int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                  int32_t *tokens, int max_tokens);
 /* Bytes of one token's text (byte tokens decoded, SPM's U+2581 turned into spaces); with
  * special = 0, control tokens render as nothing. Returns the length, -(needed length) when size is
  * too small, or INT_MIN for an id outside the vocabulary. */
@@ -76,10 +76,10 @@ int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, i
 
 /* ---- session: one sequence over a loaded model ---- */
 typedef struct {
-    int n_ctx;     /* context length (KV cache size); 0 = the model's training context */
+    int n_ctx; /* context length (KV cache size); 0 = the model's training context */
     int n_threads; /* 0 = physical cores; a model's sessions share one set of threads, so evaluate
                       them from one thread at a time (a later count applies once none is alive) */
-    int kv_f32;    /* 1 keeps the KV cache in f32 with plain softmax attention; 0 (default) in f16
+    int kv_f32; /* 1 keeps the KV cache in f32 with plain softmax attention; 0 (default) in f16
                       with llama.cpp's flash-attention arithmetic */
 } trit_session_params;
 
@@ -95,8 +95,8 @@ void trit_session_reset(trit_session *s);
 int trit_session_copy(trit_session *dst, const trit_session *src, char *err, size_t errlen);
 /* Appends n tokens and evaluates them. logits (may be NULL) receives n_vocab floats for each
  * token when all_logits != 0, otherwise for the last token only. Returns 0 or -1. */
-int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits,
-                      char *err, size_t errlen);
+int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
+                      size_t errlen);
 
 /* Several sessions of one model advance together (a server's continuous batching): item i
  * appends n tokens to session s, logits as trit_session_eval; their tokens share forward passes
@@ -124,21 +124,21 @@ typedef struct {
 } trit_logit_bias;
 
 typedef struct {
-    float temp;              /* 0.8; <= 0 means greedy */
-    int top_k;               /* 40; <= 0 disables */
-    float top_p;             /* 0.95; 1 disables */
-    float min_p;             /* 0.05; 0 disables */
-    float repeat_penalty;    /* 1.0 = off; divides a positive logit, multiplies one <= 0 */
-    int repeat_last_n;       /* 64: the window of all three penalties (llama.cpp's penalty_last_n),
+    float temp; /* 0.8; <= 0 means greedy */
+    int top_k; /* 40; <= 0 disables */
+    float top_p; /* 0.95; 1 disables */
+    float min_p; /* 0.05; 0 disables */
+    float repeat_penalty; /* 1.0 = off; divides a positive logit, multiplies one <= 0 */
+    int repeat_last_n; /* 64: the window of all three penalties (llama.cpp's penalty_last_n),
                                 tokens given to trit_sampler_accept; -1 = whole history, 0 = none */
-    float presence_penalty;  /* 0 = off; subtracted once from a token in the window */
+    float presence_penalty; /* 0 = off; subtracted once from a token in the window */
     float frequency_penalty; /* 0 = off; subtracted once per occurrence in the window */
     const trit_logit_bias *logit_bias; /* n_logit_bias entries, copied by the constructor; a token
                                           with several has them all added; ids outside the
                                           vocabulary are ignored. NaN and +INFINITY are refused */
-    int n_logit_bias;        /* 0 */
-    int ignore_eos;          /* 0; 1 bans the end-of-generation tokens (needs trit_sampler_new_model) */
-    uint64_t seed;           /* TRIT_DEFAULT_SEED picks one from the clock */
+    int n_logit_bias; /* 0 */
+    int ignore_eos; /* 0; 1 bans the end-of-generation tokens (needs trit_sampler_new_model) */
+    uint64_t seed; /* TRIT_DEFAULT_SEED picks one from the clock */
 } trit_sampler_params;
 
 #define TRIT_DEFAULT_SEED 0xFFFFFFFFu
@@ -164,8 +164,8 @@ void trit_sampler_reset(trit_sampler *s);
 
 /* ---- chat ---- */
 typedef struct {
-    const char *role;              /* "system", "user", "assistant" or "tool" */
-    const char *content;           /* NULL reads as "" */
+    const char *role; /* "system", "user", "assistant" or "tool" */
+    const char *content; /* NULL reads as "" */
     const char *reasoning_content; /* NULL: not given (templates split <think>...</think> out of content) */
 } trit_chat_message;
 
@@ -178,8 +178,8 @@ const char *trit_model_chat_template(const trit_model *m);
  * string (free() it), or NULL with err set. A ChatML-family template (one that mentions
  * <|im_start|>) that the Jinja subset cannot render falls back to the built-in chatml: the
  * result is returned and the reason left in err; otherwise err is "" on success. */
-char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs,
-                       int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs, int add_generation_prompt,
+                       int enable_thinking, char *err, size_t errlen);
 
 /* trit_chat_render with the model's template when tmpl is NULL (chatml when it has none) and the
  * template variables bos_token / eos_token set to the model's special tokens' text. */

@@ -35,38 +35,38 @@ typedef struct {
 } trit_quant_rule;
 
 typedef struct {
-    int type;                     /* the file's weight type */
+    int type; /* the file's weight type */
     const trit_quant_rule *rules; /* --tensor-type, first match wins */
     int n_rules;
-    int embd_type;                /* type of token_embd.weight; -1 (default) = none */
-    int output_type;              /* type of output.weight; -1 (default) = none */
-    int plain;                    /* ternary types: llama.cpp's absmax rounding instead of fitted scales */
-    int rotate;                   /* fold a Hadamard rotation into the weights and write the contract */
-    int rotate_block;             /* 0 = the largest power of two (<= 1024) dividing every folded width */
-    uint64_t seed;                /* rotation signs */
-    int n_threads;                /* 0 = online CPUs (calibration: physical cores) */
+    int embd_type; /* type of token_embd.weight; -1 (default) = none */
+    int output_type; /* type of output.weight; -1 (default) = none */
+    int plain; /* ternary types: llama.cpp's absmax rounding instead of fitted scales */
+    int rotate; /* fold a Hadamard rotation into the weights and write the contract */
+    int rotate_block; /* 0 = the largest power of two (<= 1024) dividing every folded width */
+    uint64_t seed; /* rotation signs */
+    int n_threads; /* 0 = online CPUs (calibration: physical cores) */
     /* Calibration, for ternary types: statistics from running the input model over a text
      * (calib_text), or read from an importance matrix file (imatrix); at most one of the two. */
-    const char *calib_text;       /* NULL = none */
-    int calib_ctx;                /* tokens per calibration chunk (default 512) */
-    int calib_chunks;             /* at most this many chunks; <= 0 = all of the text */
-    const char *imatrix;          /* llama.cpp's GGUF imatrix layout; NULL = none */
-    const char *imatrix_out;      /* with calib_text: save the importance matrix here */
-    const char *hessian_out;      /* with calib_text: the same plus each input's Hessian (trit only) */
-    int gptq;                     /* GPTQ on the Hessians (calib_text, or an imatrix with Hessians) */
-    float damp;                   /* GPTQ damping, a fraction of mean(diag H) (default 0.01) */
-    int act_order;                /* GPTQ columns by decreasing activation energy */
-    FILE *log;                    /* per-tensor lines, calibration progress, notes; NULL = quiet */
-    int tty;                      /* log is a terminal: progress bars instead of one line per tensor */
+    const char *calib_text; /* NULL = none */
+    int calib_ctx; /* tokens per calibration chunk (default 512) */
+    int calib_chunks; /* at most this many chunks; <= 0 = all of the text */
+    const char *imatrix; /* llama.cpp's GGUF imatrix layout; NULL = none */
+    const char *imatrix_out; /* with calib_text: save the importance matrix here */
+    const char *hessian_out; /* with calib_text: the same plus each input's Hessian (trit only) */
+    int gptq; /* GPTQ on the Hessians (calib_text, or an imatrix with Hessians) */
+    float damp; /* GPTQ damping, a fraction of mean(diag H) (default 0.01) */
+    int act_order; /* GPTQ columns by decreasing activation energy */
+    FILE *log; /* per-tensor lines, calibration progress, notes; NULL = quiet */
+    int tty; /* log is a terminal: progress bars instead of one line per tensor */
 } trit_quant_params;
 
 typedef struct {
     uint64_t n_tensors, n_quantized, n_fallback, n_exact;
     uint64_t n_elements, src_bytes, dst_bytes;
     double err, err_plain, energy; /* squared errors and sum of squares over the re-quantized tensors */
-    int legacy_q2_0;               /* the input was a legacy type-42 group-128 file (read as PQ2_0) */
-    int rotate_block;              /* the block used by rotate */
-    int untied;                    /* rotate wrote output.weight as a copy of token_embd */
+    int legacy_q2_0; /* the input was a legacy type-42 group-128 file (read as PQ2_0) */
+    int rotate_block; /* the block used by rotate */
+    int untied; /* rotate wrote output.weight as a copy of token_embd */
 } trit_quant_result;
 
 trit_quant_params trit_quant_default_params(void);
@@ -82,17 +82,17 @@ int trit_synth_arch_from_name(const char *name);
 
 /* Zero-initialised fields are the defaults, except arch, type and one of shape/dims. */
 typedef struct {
-    int arch;               /* trit_synth_arch_from_name */
-    const char *shape;      /* a named shape of arch ("tiny", "qwen3-1.7b", "qwen3-8b", "qwen35-9b",
+    int arch; /* trit_synth_arch_from_name */
+    const char *shape; /* a named shape of arch ("tiny", "qwen3-1.7b", "qwen3-8b", "qwen35-9b",
                                "qwen35-27b"); NULL = "tiny" */
-    const char *dims;       /* "key=value,..." overrides applied to the shape (trit synth --dims), or NULL */
-    int type;               /* weight type of the 2-D weights */
-    int rotate;             /* write the prism.hadamard contract; weights are taken as latent */
-    int block;              /* Hadamard block size; 0 = 128 */
+    const char *dims; /* "key=value,..." overrides applied to the shape (trit synth --dims), or NULL */
+    int type; /* weight type of the 2-D weights */
+    int rotate; /* write the prism.hadamard contract; weights are taken as latent */
+    int block; /* Hadamard block size; 0 = 128 */
     uint64_t seed;
     const char *vocab_path; /* copy tokenizer.* from this GGUF instead of a synthetic vocabulary */
-    int n_threads;          /* 0 = online CPUs */
-    FILE *log;              /* notes such as type fallbacks; NULL = quiet */
+    int n_threads; /* 0 = online CPUs */
+    FILE *log; /* notes such as type fallbacks; NULL = quiet */
 } trit_synth_params;
 
 /* Checks the shape and writes the model to path (through path.tmp). The same parameters always
@@ -101,36 +101,36 @@ int trit_synth_write(const char *path, const trit_synth_params *p, char *err, si
 
 /* ---- perplexity and KL divergence (llama-perplexity's protocol and report) ---- */
 typedef struct {
-    int n_ctx;     /* tokens per chunk (default 512) */
-    int n_chunks;  /* <= 0: as many as the text holds */
-    int n_batch;   /* tokens per evaluation call; 0 = n_ctx */
+    int n_ctx; /* tokens per chunk (default 512) */
+    int n_chunks; /* <= 0: as many as the text holds */
+    int n_batch; /* tokens per evaluation call; 0 = n_ctx */
     int n_threads; /* 0 = physical cores */
-    FILE *out;     /* running values and the final report; NULL = quiet */
-    FILE *log;     /* informational lines as llama-perplexity prints them; NULL = quiet */
+    FILE *out; /* running values and the final report; NULL = quiet */
+    FILE *log; /* informational lines as llama-perplexity prints them; NULL = quiet */
 } trit_perplexity_params;
 
 typedef struct {
     int n_chunks;
-    int64_t count;                  /* scored tokens */
+    int64_t count; /* scored tokens */
     double ppl, ppl_unc;
     /* trit_kl_divergence only */
     double ppl_base, kld, kld_unc, kld_max, kld_p99, kld_median;
-    double same_top, same_top_unc;  /* fractions */
+    double same_top, same_top_unc; /* fractions */
     double dp_mean, dp_unc, dp_rms; /* dp = p(model) - p(base) of the actual next token */
 } trit_perplexity_result;
 
 trit_perplexity_params trit_perplexity_default_params(void);
 /* Tokenizes text as llama-perplexity does (BOS first when the model adds one; no special
  * parsing). *tokens is malloc'd (free() it). */
-int trit_perplexity_tokenize(trit_model *m, const char *text, size_t len, int32_t **tokens, int *n_tokens,
-                             char *err, size_t errlen);
+int trit_perplexity_tokenize(trit_model *m, const char *text, size_t len, int32_t **tokens, int *n_tokens, char *err,
+                             size_t errlen);
 /* Perplexity over tokens; with kld_base_out set, also writes the base file of a later
  * trit_kl_divergence there (every scored position's log-probabilities, f32). */
 int trit_perplexity(trit_model *m, const int32_t *tokens, int n_tokens, const trit_perplexity_params *p,
                     const char *kld_base_out, trit_perplexity_result *r, char *err, size_t errlen);
 /* Compares m with a base file: its tokens, n_ctx and chunks (p->n_chunks may lower the count). */
-int trit_kl_divergence(trit_model *m, const char *kld_base, const trit_perplexity_params *p,
-                       trit_perplexity_result *r, char *err, size_t errlen);
+int trit_kl_divergence(trit_model *m, const char *kld_base, const trit_perplexity_params *p, trit_perplexity_result *r,
+                       char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

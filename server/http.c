@@ -75,14 +75,16 @@ static struct MHD_Response *make_response(srv_http *h, struct MHD_Connection *c,
         } else {
             sc->st = (sse_stream){.sv = h->sv, .t = r->task};
             sc->conn = c;
-            struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
+            struct MHD_Response *resp =
+                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
             if (resp) MHD_add_response_header(resp, "Cache-Control", "no-cache");
             return resp;
         }
     }
     if (r->task) route_await(h->sv, r, alive, c);
     size_t n = r->body ? strlen(r->body) : 0;
-    return MHD_create_response_from_buffer(n, r->body ? r->body : (char *)"", r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    return MHD_create_response_from_buffer(n, r->body ? r->body : (char *)"",
+                                           r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 }
 
 static void add_cors(srv_http *h, struct MHD_Connection *c, struct MHD_Response *resp) {

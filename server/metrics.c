@@ -7,8 +7,8 @@
 
 static void metric(strbuf *b, const char *type, const char *name, const char *help, double v) {
     char line[512];
-    int n = snprintf(line, sizeof line, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n",
-                     name, help, name, type, name, v);
+    int n = snprintf(line, sizeof line, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help,
+                     name, type, name, v);
     sb_add(b, line, (size_t)n);
 }
 
@@ -32,7 +32,8 @@ char *metrics_text(const srv_metrics *m) {
     sb_add(&b, "", 0);
     metric(&b, "counter", "prompt_tokens_total", "Number of prompt tokens processed.", (double)m->prompt_tokens);
     metric(&b, "counter", "prompt_seconds_total", "Prompt process time", m->prompt_s);
-    metric(&b, "counter", "tokens_predicted_total", "Number of generation tokens processed.", (double)m->predicted_tokens);
+    metric(&b, "counter", "tokens_predicted_total", "Number of generation tokens processed.",
+           (double)m->predicted_tokens);
     metric(&b, "counter", "tokens_predicted_seconds_total", "Predict process time", m->predicted_s);
     metric(&b, "counter", "n_decode_total", "Total number of batched forward passes", (double)m->n_decode);
     metric(&b, "counter", "prompt_tokens_cache_total", "Prompt tokens reused from the cache", (double)m->prompt_cached);
@@ -49,7 +50,9 @@ char *metrics_text(const srv_metrics *m) {
     metric(&b, "gauge", "n_tokens_max", "Largest number of tokens in one forward pass", m->n_tokens_max);
     metric(&b, "gauge", "requests_processing", "Number of requests processing.", m->processing);
     metric(&b, "gauge", "requests_deferred", "Number of requests deferred.", m->deferred);
-    histogram(&b, "llamacpp:time_to_first_token_seconds", "Time from request to first token", m->ttft, m->ttft_sum, m->ttft_n);
-    histogram(&b, "llamacpp:inter_token_latency_seconds", "Time between generated tokens", m->itl, m->itl_sum, m->itl_n);
+    histogram(&b, "llamacpp:time_to_first_token_seconds", "Time from request to first token", m->ttft, m->ttft_sum,
+              m->ttft_n);
+    histogram(&b, "llamacpp:inter_token_latency_seconds", "Time between generated tokens", m->itl, m->itl_sum,
+              m->itl_n);
     return b.s;
 }

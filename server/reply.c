@@ -80,17 +80,18 @@ static const char *stop_type(srv_finish f) {
 
 static json_t *timings(const srv_result *res) {
     int pn = res->n_prompt - res->n_cached;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", res->n_cached, "prompt_n", pn,
-                     "prompt_ms", res->t_prompt_ms, "prompt_per_token_ms", pn ? res->t_prompt_ms / pn : 0.0,
-                     "prompt_per_second", res->t_prompt_ms > 0 ? 1e3 * pn / res->t_prompt_ms : 0.0,
-                     "predicted_n", res->n_gen, "predicted_ms", res->t_gen_ms,
-                     "predicted_per_token_ms", res->n_gen ? res->t_gen_ms / res->n_gen : 0.0,
-                     "predicted_per_second", res->t_gen_ms > 0 ? 1e3 * res->n_gen / res->t_gen_ms : 0.0);
+    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", res->n_cached, "prompt_n", pn, "prompt_ms",
+                     res->t_prompt_ms, "prompt_per_token_ms", pn ? res->t_prompt_ms / pn : 0.0, "prompt_per_second",
+                     res->t_prompt_ms > 0 ? 1e3 * pn / res->t_prompt_ms : 0.0, "predicted_n", res->n_gen,
+                     "predicted_ms", res->t_gen_ms, "predicted_per_token_ms",
+                     res->n_gen ? res->t_gen_ms / res->n_gen : 0.0, "predicted_per_second",
+                     res->t_gen_ms > 0 ? 1e3 * res->n_gen / res->t_gen_ms : 0.0);
 }
 
 static json_t *usage(const srv_result *res) {
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", res->n_prompt, "completion_tokens", res->n_gen,
-                     "total_tokens", res->n_prompt + res->n_gen, "prompt_tokens_details", "cached_tokens", res->n_cached);
+                     "total_tokens", res->n_prompt + res->n_gen, "prompt_tokens_details", "cached_tokens",
+                     res->n_cached);
 }
 
 json_t *bytes_of(const char *s) {
@@ -103,8 +104,9 @@ json_t *bytes_of(const char *s) {
 static json_t *logprob_entry(const srv_event *e) {
     json_t *top = json_array();
     for (int i = 0; i < e->n_top; i++)
-        json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", jstr(e->top[i].piece), "logprob",
-                                             (double)e->top[i].logprob, "bytes", bytes_of(e->top[i].piece)));
+        json_array_append_new(top,
+                              json_pack("{s:o,s:f,s:o}", "token", jstr(e->top[i].piece), "logprob",
+                                        (double)e->top[i].logprob, "bytes", bytes_of(e->top[i].piece)));
     return json_pack("{s:i,s:o,s:f,s:o,s:o}", "id", e->tok, "token", jstr(e->chosen.piece), "logprob",
                      (double)e->chosen.logprob, "bytes", bytes_of(e->chosen.piece), "top_logprobs", top);
 }
@@ -135,8 +137,8 @@ static void collect(srv_task *t, int from, int to, strbuf *c, strbuf *rs, json_t
 }
 
 static json_t *native_body(server *sv, srv_task *t, const char *content, json_t *toks, json_t *probs, int final) {
-    json_t *j = json_pack("{s:o,s:o,s:i,s:b,s:I}", "content", jstr(content), "tokens", toks, "id_slot",
-                          t->res.id_slot, "stop", final, "index", (json_int_t)0);
+    json_t *j = json_pack("{s:o,s:o,s:i,s:b,s:I}", "content", jstr(content), "tokens", toks, "id_slot", t->res.id_slot,
+                          "stop", final, "index", (json_int_t)0);
     if (probs) json_object_set_new(j, "completion_probabilities", probs);
     if (!final) return j;
     const srv_result *res = &t->res;
@@ -150,7 +152,8 @@ static json_t *native_body(server *sv, srv_task *t, const char *content, json_t 
     json_object_set_new(j, "generation_settings",
                         json_pack("{s:i,s:f,s:i,s:f,s:f,s:f}", "n_ctx", sched_slot_ctx(sv->sch), "temperature",
                                   (double)t->req.sp.temp, "top_k", t->req.sp.top_k, "top_p", (double)t->req.sp.top_p,
-                                  "min_p", (double)t->req.sp.min_p, "repeat_penalty", (double)t->req.sp.repeat_penalty));
+                                  "min_p", (double)t->req.sp.min_p, "repeat_penalty",
+                                  (double)t->req.sp.repeat_penalty));
     json_object_set_new(j, "timings", timings(res));
     return j;
 }
@@ -169,9 +172,11 @@ static json_t *final_obj(server *sv, srv_task *t) {
         if (t->req.ep == EP_CHAT) {
             json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jstr(c.s));
             if (rs.len) json_object_set_new(msg, "reasoning_content", jstr(rs.s));
-            choice = json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", finish_reason(t->res.finish));
+            choice =
+                json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", finish_reason(t->res.finish));
         } else {
-            choice = json_pack("{s:i,s:o,s:s}", "index", 0, "text", jstr(c.s), "finish_reason", finish_reason(t->res.finish));
+            choice = json_pack("{s:i,s:o,s:s}", "index", 0, "text", jstr(c.s), "finish_reason",
+                               finish_reason(t->res.finish));
         }
         json_object_set_new(choice, "logprobs", lp ? json_pack("{s:o}", "content", lp) : json_null());
         j = envelope(sv, t, t->req.ep == EP_CHAT ? "chat.completion" : "text_completion");
@@ -232,8 +237,9 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
     if (t->res.finish == FINISH_ERROR) return which == -1 ? error_json(&t->res) : NULL;
     if (t->req.ep == EP_NATIVE) return which == -1 ? native_body(sv, t, "", json_array(), NULL, 1) : NULL;
     if (which == -1)
-        return stream_obj(sv, t, chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL,
-                                              finish_reason(t->res.finish)));
+        return stream_obj(sv, t,
+                          chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL,
+                                       finish_reason(t->res.finish)));
     if (!t->req.include_usage) return NULL;
     json_t *j = stream_obj(sv, t, NULL);
     json_object_set_new(j, "usage", usage(&t->res));
@@ -244,7 +250,9 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
 char *route_chunk_json(server *sv, srv_task *t, int i) {
     json_t *j;
     if (i == -3) /* the opening chat chunk names the role */
-        j = t->req.ep == EP_CHAT ? stream_obj(sv, t, chunk_choice(t, json_pack("{s:s,s:n}", "role", "assistant", "content"), NULL, NULL)) : NULL;
+        j = t->req.ep == EP_CHAT
+            ? stream_obj(sv, t, chunk_choice(t, json_pack("{s:s,s:n}", "role", "assistant", "content"), NULL, NULL))
+            : NULL;
     else if (i < 0) j = closing_chunk(sv, t, i);
     else j = event_chunk(sv, t, i);
     if (!j) return NULL;
@@ -266,7 +274,8 @@ void route_await(server *sv, route_reply *r, int (*alive)(void *), void *ctx) {
     int done = t->done;
     pthread_mutex_unlock(&t->mu);
     if (!done) route_error(r, 499, "client closed the connection");
-    else if (t->res.finish == FINISH_ERROR) reply_json(r, t->res.err_status ? t->res.err_status : 500, error_json(&t->res));
+    else if (t->res.finish == FINISH_ERROR)
+        reply_json(r, t->res.err_status ? t->res.err_status : 500, error_json(&t->res));
     else {
         r->status = 200;
         r->ctype = "application/json; charset=utf-8";

@@ -133,7 +133,8 @@ static int parse_stop(json_t *o, srv_req *q, perr *e) {
         q->stop[q->n_stop++] = strdup(json_string_value(s));
         return 0;
     }
-    if (!json_is_array(s) || json_array_size(s) > MAX_STOP) return bad(e, "'stop' must be a string or up to %d strings", MAX_STOP);
+    if (!json_is_array(s) || json_array_size(s) > MAX_STOP)
+        return bad(e, "'stop' must be a string or up to %d strings", MAX_STOP);
     q->stop = calloc(json_array_size(s) + 1, sizeof *q->stop);
     if (!q->stop) return bad(e, "out of memory");
     size_t i;
@@ -235,15 +236,16 @@ static int parse_limits(json_t *o, srv_req *q, perr *e) {
     if (so && !json_is_null(so) && (!json_is_object(so) || opt_bool(so, "include_usage", &q->include_usage, e)))
         return json_is_object(so) ? -1 : bad(e, "'stream_options' must be an object");
     return opt_bool(o, "cache_prompt", &q->cache_prompt, e) || opt_int(o, "id_slot", -1, INT_MAX, &q->id_slot, e) ||
-                   opt_bool(o, "ignore_eos", &q->sp.ignore_eos, e)
-               ? -1
-               : 0;
+            opt_bool(o, "ignore_eos", &q->sp.ignore_eos, e)
+        ? -1
+        : 0;
 }
 
 static int parse_logprobs(json_t *o, srv_endpoint ep, srv_req *q, perr *e) {
     json_t *lp = json_object_get(o, "logprobs");
     if (ep == EP_CHAT) {
-        if (opt_bool(o, "logprobs", &q->logprobs, e) || opt_int(o, "top_logprobs", 0, 20, &q->top_logprobs, e)) return -1;
+        if (opt_bool(o, "logprobs", &q->logprobs, e) || opt_int(o, "top_logprobs", 0, 20, &q->top_logprobs, e))
+            return -1;
     } else if (json_is_integer(lp) || ep == EP_NATIVE) {
         int n = 0;
         if (opt_int(o, ep == EP_NATIVE ? "n_probs" : "logprobs", 0, 20, &n, e)) return -1;
@@ -254,7 +256,8 @@ static int parse_logprobs(json_t *o, srv_endpoint ep, srv_req *q, perr *e) {
     return 0;
 }
 
-int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *q, char *err, size_t errlen) {
+int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
+                size_t errlen) {
     perr e = {err, errlen};
     memset(q, 0, sizeof *q);
     q->ep = ep;

@@ -69,7 +69,8 @@ static int32_t *prompt_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
     int n_vocab = trit_model_n_vocab(sv->model);
     if (q->prompt_toks) {
         for (int i = 0; i < q->n_prompt_toks; i++)
-            if (q->prompt_toks[i] >= n_vocab) return errorf(r, 400, "token id %d is outside the vocabulary", q->prompt_toks[i]), NULL;
+            if (q->prompt_toks[i] >= n_vocab)
+                return errorf(r, 400, "token id %d is outside the vocabulary", q->prompt_toks[i]), NULL;
         int32_t *t = q->prompt_toks;
         *n = q->n_prompt_toks;
         q->prompt_toks = NULL, q->n_prompt_toks = 0;
@@ -78,7 +79,8 @@ static int32_t *prompt_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
     char err[512] = "";
     char *text = NULL;
     if (q->ep == EP_CHAT &&
-        !(text = render_chat(sv->model, q->msgs, q->n_msgs, q->add_generation_prompt, q->enable_thinking, err, sizeof err)))
+        !(text = render_chat(sv->model, q->msgs, q->n_msgs, q->add_generation_prompt, q->enable_thinking, err,
+                             sizeof err)))
         return route_error(r, 400, err), NULL;
     int32_t *t = tokenize(sv->model, text ? text : q->prompt, 1, 1, n);
     free(text);
@@ -108,7 +110,8 @@ static void completion(server *sv, srv_endpoint ep, const char *body, size_t len
     if (n == 0 || n > ctx || resolve_bias(sv->model, &q)) {
         if (n == 0) route_error(r, 400, "the prompt is empty");
         else if (n > ctx) {
-            snprintf(err, sizeof err, "request (%d tokens) exceeds the available context size (%d tokens), try increasing it", n, ctx);
+            snprintf(err, sizeof err,
+                     "request (%d tokens) exceeds the available context size (%d tokens), try increasing it", n, ctx);
             json_t *j = error_obj(400, "exceed_context_size_error", err);
             json_object_set_new(json_object_get(j, "error"), "n_prompt_tokens", json_integer(n));
             json_object_set_new(json_object_get(j, "error"), "n_ctx", json_integer(ctx));
@@ -143,10 +146,10 @@ static void health(server *sv, route_reply *r) {
 static void models(server *sv, route_reply *r) {
     trit_model_info mi = trit_model_get_info(sv->model);
     json_t *meta = json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "vocab_type", 0, "n_vocab", mi.n_vocab, "n_ctx_train",
-                             trit_model_n_ctx_train(sv->model), "n_embd", mi.n_embd, "n_params", (json_int_t)mi.n_params,
-                             "size", (json_int_t)mi.n_bytes);
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", model_id(sv), "object", "model", "created", (json_int_t)sv->started,
-                          "owned_by", "llamacpp", "meta", meta);
+                             trit_model_n_ctx_train(sv->model), "n_embd", mi.n_embd, "n_params",
+                             (json_int_t)mi.n_params, "size", (json_int_t)mi.n_bytes);
+    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", model_id(sv), "object", "model", "created",
+                          (json_int_t)sv->started, "owned_by", "llamacpp", "meta", meta);
     reply_json(r, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
 }
 
@@ -183,7 +186,9 @@ static void tokenize_route(server *sv, const char *body, size_t len, route_reply
         int32_t *t = tokenize(sv->model, content, add_special, parse_special, &n);
         json_t *a = json_array();
         for (int i = 0; t && i < n; i++)
-            json_array_append_new(a, pieces ? json_pack("{s:i,s:o}", "id", t[i], "piece", piece_json(sv->model, t[i])) : json_integer(t[i]));
+            json_array_append_new(a,
+                                  pieces ? json_pack("{s:i,s:o}", "id", t[i], "piece", piece_json(sv->model, t[i]))
+                                         : json_integer(t[i]));
         free(t);
         reply_json(r, 200, json_pack("{s:o}", "tokens", a));
     }
@@ -200,15 +205,16 @@ static void detokenize_route(server *sv, const char *body, size_t len, route_rep
     json_t *v;
     int ok = json_is_array(toks);
     if (ok) json_array_foreach(toks, i, v) {
-        char buf[256];
-        int n = json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX
-                    ? trit_token_to_piece(sv->model, (int32_t)json_integer_value(v), buf, sizeof buf, 1) : INT_MIN;
-        if (n < 0) {
-            ok = 0;
-            break;
+            char buf[256];
+            int n = json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX
+                ? trit_token_to_piece(sv->model, (int32_t)json_integer_value(v), buf, sizeof buf, 1)
+                : INT_MIN;
+            if (n < 0) {
+                ok = 0;
+                break;
+            }
+            sb_add(&b, buf, (size_t)n);
         }
-        sb_add(&b, buf, (size_t)n);
-    }
     if (ok) reply_json(r, 200, json_pack("{s:o}", "content", jstr(b.s)));
     else route_error(r, 400, "'tokens' must be an array of token ids in the vocabulary");
     sb_free(&b);
@@ -239,13 +245,12 @@ static void props(server *sv, route_reply *r) {
                                (double)sp->repeat_penalty, "repeat_last_n", sp->repeat_last_n, "seed",
                                sp->seed == TRIT_DEFAULT_SEED ? (json_int_t)-1 : (json_int_t)sp->seed, "n_predict",
                                sv->cfg.n_predict);
-    json_t *j = json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}",
-                          "default_generation_settings", "n_ctx", sched_slot_ctx(sv->sch), "params", params,
-                          "total_slots", sv->cfg.n_parallel, "model_path", sv->cfg.model_path, "chat_template",
-                          trit_model_chat_template(sv->model) ? trit_model_chat_template(sv->model) : "chatml",
-                          "chat_template_caps", "supports_system_role", 1, "supports_thinking", 1,
-                          "supports_tools", 0, "modalities", "vision", 0, "build_info", FINGERPRINT,
-                          "is_sleeping", 0, "response_format_enforced", 0);
+    json_t *j = json_pack(
+        "{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}", "default_generation_settings", "n_ctx",
+        sched_slot_ctx(sv->sch), "params", params, "total_slots", sv->cfg.n_parallel, "model_path", sv->cfg.model_path,
+        "chat_template", trit_model_chat_template(sv->model) ? trit_model_chat_template(sv->model) : "chatml",
+        "chat_template_caps", "supports_system_role", 1, "supports_thinking", 1, "supports_tools", 0, "modalities",
+        "vision", 0, "build_info", FINGERPRINT, "is_sleeping", 0, "response_format_enforced", 0);
     reply_json(r, 200, j);
 }
 
@@ -256,10 +261,11 @@ static void slots(server *sv, const char *query, route_reply *r) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) {
         busy += si[i].is_processing;
-        json_array_append_new(a, json_pack("{s:i,s:i,s:i,s:b,s:i,s:{s:b,s:i,s:i}}", "id", si[i].id, "id_task",
-                                           si[i].id_task, "n_ctx", si[i].n_ctx, "is_processing", si[i].is_processing,
-                                           "n_past", si[i].n_past, "next_token", "has_next_token",
-                                           si[i].is_processing, "n_remain", si[i].n_remain, "n_decoded", si[i].n_decoded));
+        json_array_append_new(a,
+                              json_pack("{s:i,s:i,s:i,s:b,s:i,s:{s:b,s:i,s:i}}", "id", si[i].id, "id_task",
+                                        si[i].id_task, "n_ctx", si[i].n_ctx, "is_processing", si[i].is_processing,
+                                        "n_past", si[i].n_past, "next_token", "has_next_token", si[i].is_processing,
+                                        "n_remain", si[i].n_remain, "n_decoded", si[i].n_decoded));
     }
     if (query && strstr(query, "fail_on_no_slot=1") && busy == n) {
         json_decref(a);

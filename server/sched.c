@@ -32,9 +32,9 @@ typedef struct {
     int n_cache, n_ckpt;
     srv_task *t;
     slot_state state;
-    int n_done, n_gen;          /* prompt tokens evaluated; tokens generated */
+    int n_done, n_gen; /* prompt tokens evaluated; tokens generated */
     int32_t last;
-    trit_sampler *smp;          /* the request's whole sampling chain */
+    trit_sampler *smp; /* the request's whole sampling chain */
     float *logits;
     textout tx;
     double t_start, t_first, t_last, last_used;
@@ -46,8 +46,8 @@ struct sched {
     int n_vocab, slot_ctx, n_slots;
     slot *slots;
     trit_batch_item *items;
-    slot **who;   /* the slot of each batch item */
-    slot **wait;  /* the slots reading prompts, oldest request first */
+    slot **who; /* the slot of each batch item */
+    slot **wait; /* the slots reading prompts, oldest request first */
     int *is_last; /* whether the item's logits get sampled */
     pthread_t th;
     pthread_mutex_t mu;
@@ -104,11 +104,13 @@ static void fail_task(srv_task *t, int status, const char *msg) {
     task_release(t);
 }
 
-static void push_text(slot *sl, strbuf *content, strbuf *reasoning, int32_t tok, tok_prob *chosen,
-                      tok_prob *top, int n_top) {
+static void push_text(slot *sl, strbuf *content, strbuf *reasoning, int32_t tok, tok_prob *chosen, tok_prob *top,
+                      int n_top) {
     srv_event e = {.content = content->s ? content->s : strdup(""),
                    .reasoning = reasoning->s ? reasoning->s : strdup(""),
-                   .tok = tok, .top = top, .n_top = n_top};
+                   .tok = tok,
+                   .top = top,
+                   .n_top = n_top};
     if (chosen) e.chosen = *chosen;
     memset(content, 0, sizeof *content);
     memset(reasoning, 0, sizeof *reasoning);
@@ -164,7 +166,9 @@ static int reusable(const slot *sl, const srv_task *t, int *from_ckpt) {
     *from_ckpt = 0;
     if (!t->req.cache_prompt) return 0;
     int live = sl->n_cache < t->n_prompt && prefix_of(sl->cache, sl->n_cache, t->prompt, t->n_prompt) ? sl->n_cache : 0;
-    int ck = sl->ckpt && sl->n_ckpt < t->n_prompt && prefix_of(sl->ckpt_toks, sl->n_ckpt, t->prompt, t->n_prompt) ? sl->n_ckpt : 0;
+    int ck = sl->ckpt && sl->n_ckpt < t->n_prompt && prefix_of(sl->ckpt_toks, sl->n_ckpt, t->prompt, t->n_prompt)
+        ? sl->n_ckpt
+        : 0;
     if (ck > live) *from_ckpt = 1;
     return ck > live ? ck : live;
 }
@@ -325,7 +329,8 @@ static void sample_next(sched *s, slot *sl) {
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);
     strbuf c = {0}, r = {0};
     int stopped = textout_push(&sl->tx, buf, n > 0 ? (size_t)n : 0, &c, &r);
-    push_text(sl, &c, &r, tok, q->logprobs ? &chosen : NULL, top, top ? (q->top_logprobs > 20 ? 20 : q->top_logprobs) : 0);
+    push_text(sl, &c, &r, tok, q->logprobs ? &chosen : NULL, top,
+              top ? (q->top_logprobs > 20 ? 20 : q->top_logprobs) : 0);
     if (stopped) slot_finish(s, sl, FINISH_WORD);
     else if ((q->n_predict >= 0 && sl->n_gen >= q->n_predict) || sl->n_cache >= s->slot_ctx)
         slot_finish(s, sl, FINISH_LENGTH);
@@ -544,8 +549,11 @@ int sched_slots(sched *s, slot_info *out, int max) {
     for (int i = 0; i < n; i++) {
         const slot *sl = &s->slots[i];
         srv_task *t = sl->t;
-        out[i] = (slot_info){.id = i, .id_task = t ? t->id : -1, .n_ctx = s->slot_ctx,
-                             .is_processing = sl->state != SLOT_IDLE, .n_past = sl->n_cache,
+        out[i] = (slot_info){.id = i,
+                             .id_task = t ? t->id : -1,
+                             .n_ctx = s->slot_ctx,
+                             .is_processing = sl->state != SLOT_IDLE,
+                             .n_past = sl->n_cache,
                              .n_decoded = sl->n_gen,
                              .n_remain = t && t->req.n_predict >= 0 ? t->req.n_predict - sl->n_gen : -1};
     }

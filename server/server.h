@@ -28,9 +28,9 @@ typedef struct {
     const char *host, *model_path, *alias, *cors_origins;
     char **api_keys; /* NULL-terminated; NULL = no key needed */
     int port, n_parallel, n_ctx, n_threads, timeout_s, metrics, slots, kv_f32, n_predict;
-    int queue_max;     /* requests waiting for a slot before 503 */
-    int ping_ms;       /* SSE keep-alive comment interval while a stream is silent */
-    size_t body_max;   /* request bodies above this get 413 */
+    int queue_max; /* requests waiting for a slot before 503 */
+    int ping_ms; /* SSE keep-alive comment interval while a stream is silent */
+    size_t body_max; /* request bodies above this get 413 */
     trit_sampler_params sp;
 } srv_config;
 
@@ -44,9 +44,9 @@ typedef struct {
 } chat_msg;
 
 typedef struct {
-    int32_t tok;  /* -1 when text names the token(s) */
+    int32_t tok; /* -1 when text names the token(s) */
     char *text;
-    float bias;   /* -INFINITY bans */
+    float bias; /* -INFINITY bans */
 } bias_entry;
 
 typedef struct {
@@ -54,14 +54,14 @@ typedef struct {
     int stream, include_usage;
     chat_msg *msgs;
     int n_msgs;
-    char *prompt;          /* completions: the text prompt (or NULL with prompt_toks) */
+    char *prompt; /* completions: the text prompt (or NULL with prompt_toks) */
     int32_t *prompt_toks;
     int n_prompt_toks;
-    int n_predict;         /* -1 = until end of generation or context */
+    int n_predict; /* -1 = until end of generation or context */
     trit_sampler_params sp; /* the whole sampling chain; sp.logit_bias is logit_bias once resolved */
     char **stop;
     int n_stop;
-    bias_entry *bias;      /* logit_bias as the request gives it */
+    bias_entry *bias; /* logit_bias as the request gives it */
     int n_bias;
     trit_logit_bias *logit_bias; /* the same by token id (routes.c tokenizes the texts) */
     int logprobs, top_logprobs;
@@ -77,7 +77,6 @@ void srv_req_free(srv_req *r);
  * rendered with the generation prompt, and its text follows. NULL with err set. */
 char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
                   char *err, size_t errlen);
-
 
 /* Generated text filter: holds back partial stop strings, think tags and split UTF-8, removes the
  * stop string, and routes text inside <think>...</think> to the reasoning channel. */
@@ -101,7 +100,7 @@ size_t utf8_complete(const char *s, size_t n);
 
 /* ---- task.c: one request in flight ---- */
 typedef struct {
-    char *piece;     /* token text */
+    char *piece; /* token text */
     float logprob;
 } tok_prob;
 
@@ -129,15 +128,15 @@ typedef struct srv_task {
     srv_req req;
     int32_t *prompt;
     int n_prompt;
-    char *id_str;          /* chatcmpl-... / cmpl-... */
+    char *id_str; /* chatcmpl-... / cmpl-... */
     long created;
     double t_submit;
-    atomic_int cancelled;  /* set by the connection on disconnect */
+    atomic_int cancelled; /* set by the connection on disconnect */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     srv_event *ev;
     int n_ev, cap_ev;
-    int started, done;     /* first token produced; no more events */
+    int started, done; /* first token produced; no more events */
     srv_result res;
     int refs;
     struct srv_task *next; /* scheduler queue link */
@@ -198,8 +197,8 @@ typedef struct {
 typedef struct {
     int status;
     const char *ctype;
-    char *body;        /* malloc'd */
-    srv_task *task;    /* set: the body comes from the task (streamed or awaited) */
+    char *body; /* malloc'd */
+    srv_task *task; /* set: the body comes from the task (streamed or awaited) */
     int stream;
 } route_reply;
 
@@ -209,13 +208,13 @@ typedef struct {
     const char *authorization, *api_key, *origin;
 } route_headers;
 
-void route_request(server *sv, const char *method, const char *url, const route_headers *h,
-                   const char *body, size_t len, route_reply *r);
+void route_request(server *sv, const char *method, const char *url, const route_headers *h, const char *body,
+                   size_t len, route_reply *r);
 /* An error reply in llama-server's shape. */
 void route_error(route_reply *r, int status, const char *msg);
 /* Parses a completion request body (no model needed; the fuzzer's entry). 0, or -1 with err. */
-int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *out,
-                char *err, size_t errlen);
+int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *out, char *err,
+                size_t errlen);
 /* Response JSON for a finished task (non-streaming). */
 char *route_final_json(server *sv, srv_task *t);
 /* One streaming chunk for event i, or the closing chunks (i = -1: finish; -2: usage). NULL when

@@ -57,4 +57,3 @@ int gguf_copy_edit(const char *src, const char *dst, const char *key, const gguf
     gguf_close(f);
     return rc;
 }
-

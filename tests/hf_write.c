@@ -18,8 +18,9 @@ int hf_write_safetensors(const char *path, const hf_wtensor *t, int n) {
     for (int i = 0; i < n; i++) {
         json_t *shape = json_array();
         for (int d = 0; d < t[i].nd; d++) json_array_append_new(shape, json_integer(t[i].shape[d]));
-        json_object_set_new(h, t[i].name, json_pack("{s:s,s:o,s:[I,I]}", "dtype", t[i].dtype, "shape", shape,
-                                                     "data_offsets", (json_int_t)off, (json_int_t)(off + t[i].size)));
+        json_object_set_new(h, t[i].name,
+                            json_pack("{s:s,s:o,s:[I,I]}", "dtype", t[i].dtype, "shape", shape, "data_offsets",
+                                      (json_int_t)off, (json_int_t)(off + t[i].size)));
         off += t[i].size;
     }
     char *s = json_dumps(h, JSON_COMPACT);
@@ -56,17 +57,27 @@ static int64_t key_int(const gguf_file *f, const char *arch, const char *k) {
 /* GGUF -> HF tensor name (without the model./lm_head prefix logic spelled out per name). */
 static int hf_name(const model_info *mi, const char *g, char *out, size_t n) {
     static const char *const pairs[][2] = {
-        {"attn_norm.weight", "input_layernorm.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
         {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-        {"attn_q.weight", "self_attn.q_proj.weight"}, {"attn_k.weight", "self_attn.k_proj.weight"},
-        {"attn_v.weight", "self_attn.v_proj.weight"}, {"attn_output.weight", "self_attn.o_proj.weight"},
-        {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-        {"ffn_gate.weight", "mlp.gate_proj.weight"}, {"ffn_up.weight", "mlp.up_proj.weight"},
-        {"ffn_down.weight", "mlp.down_proj.weight"}, {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
-        {"attn_gate.weight", "linear_attn.in_proj_z.weight"}, {"ssm_conv1d.weight", "linear_attn.conv1d.weight"},
-        {"ssm_dt.bias", "linear_attn.dt_bias"}, {"ssm_a", "linear_attn.A_log"},
-        {"ssm_beta.weight", "linear_attn.in_proj_b.weight"}, {"ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
-        {"ssm_norm.weight", "linear_attn.norm.weight"}, {"ssm_out.weight", "linear_attn.out_proj.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
+        {"attn_gate.weight", "linear_attn.in_proj_z.weight"},
+        {"ssm_conv1d.weight", "linear_attn.conv1d.weight"},
+        {"ssm_dt.bias", "linear_attn.dt_bias"},
+        {"ssm_a", "linear_attn.A_log"},
+        {"ssm_beta.weight", "linear_attn.in_proj_b.weight"},
+        {"ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
+        {"ssm_norm.weight", "linear_attn.norm.weight"},
+        {"ssm_out.weight", "linear_attn.out_proj.weight"},
     };
     const char *pre = strcmp(mi->arch, "qwen35") ? "model." : "model.language_model.";
     if (!strcmp(g, "token_embd.weight")) return snprintf(out, n, "%sembed_tokens.weight", pre), 0;
@@ -98,7 +109,8 @@ static float *invert(const model_info *mi, const gguf_tensor *t) {
     int64_t rope = 0, roff = 0, rhd = 0, coff = 0, chd = 0; /* row / column tiling: hd 0 = none */
     if (!strcmp(mi->arch, "llama") && !strcmp(s, "attn_q.weight")) rope = mi->n_head;
     if (!strcmp(mi->arch, "llama") && !strcmp(s, "attn_k.weight")) rope = mi->n_head_kv;
-    if (q35 && (!strcmp(s, "attn_qkv.weight") || !strcmp(s, "ssm_conv1d.weight"))) roff = 2 * mi->nk * mi->dk, rhd = mi->dv;
+    if (q35 && (!strcmp(s, "attn_qkv.weight") || !strcmp(s, "ssm_conv1d.weight")))
+        roff = 2 * mi->nk * mi->dk, rhd = mi->dv;
     if (q35 && !strcmp(s, "attn_gate.weight")) rhd = mi->dv;
     if (q35 && (!strcmp(s, "ssm_beta.weight") || !strcmp(s, "ssm_alpha.weight"))) rhd = 1;
     if (q35 && (!strcmp(s, "ssm_a") || !strcmp(s, "ssm_dt.bias"))) chd = 1;
@@ -129,12 +141,12 @@ static json_t *config_json(const model_info *mi, int tied) {
     gguf_get_float(f, k, &eps, NULL);
     snprintf(k, sizeof k, "%s.rope.freq_base", a);
     gguf_get_float(f, k, &theta, NULL);
-    json_t *c = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:I,s:b}", "hidden_size", key_int(f, a, "embedding_length"),
-                          "intermediate_size", key_int(f, a, "feed_forward_length"), "num_hidden_layers",
-                          key_int(f, a, "block_count"), "num_attention_heads", mi->n_head, "num_key_value_heads",
-                          mi->n_head_kv, "max_position_embeddings", key_int(f, a, "context_length"), "rms_norm_eps",
-                          eps, "rope_theta", theta, "vocab_size", gguf_find_tensor(f, "token_embd.weight")->ne[1],
-                          "tie_word_embeddings", tied);
+    json_t *c =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:I,s:b}", "hidden_size", key_int(f, a, "embedding_length"),
+                  "intermediate_size", key_int(f, a, "feed_forward_length"), "num_hidden_layers",
+                  key_int(f, a, "block_count"), "num_attention_heads", mi->n_head, "num_key_value_heads", mi->n_head_kv,
+                  "max_position_embeddings", key_int(f, a, "context_length"), "rms_norm_eps", eps, "rope_theta", theta,
+                  "vocab_size", gguf_find_tensor(f, "token_embd.weight")->ne[1], "tie_word_embeddings", tied);
     int64_t hd = key_int(f, a, "attention.key_length");
     if (hd) json_object_set_new(c, "head_dim", json_integer(hd));
     int64_t bos = 1;
@@ -158,16 +170,23 @@ static json_t *config_json(const model_info *mi, int tied) {
         json_array_append_new(lt, json_string((il + 1) % ivl ? "linear_attention" : "full_attention"));
     json_object_set_new(c, "layer_types", lt);
     json_object_del(c, "rope_theta");
-    json_object_set_new(c, "rope_parameters", json_pack("{s:f,s:f,s:o,s:s}", "rope_theta", theta, "partial_rotary_factor",
-                                                        (double)key_int(f, a, "rope.dimension_count") / (double)hd,
-                                                        "mrope_section", ms, "rope_type", "default"));
+    json_object_set_new(c, "rope_parameters",
+                        json_pack("{s:f,s:f,s:o,s:s}", "rope_theta", theta, "partial_rotary_factor",
+                                  (double)key_int(f, a, "rope.dimension_count") / (double)hd, "mrope_section", ms,
+                                  "rope_type", "default"));
     return json_pack("{s:s,s:[s],s:o,s:b}", "model_type", "qwen3_5", "architectures", "Qwen3_5ForConditionalGeneration",
                      "text_config", c, "tie_word_embeddings", tied);
 }
 
 /* Merges of a SentencePiece vocabulary: every split of a normal piece into two pieces, ordered
  * by the piece's score (best first), as Hugging Face's converter orders them. */
-typedef struct { float score; int64_t id; const char *a; size_t la; const char *b; } merge;
+typedef struct {
+    float score;
+    int64_t id;
+    const char *a;
+    size_t la;
+    const char *b;
+} merge;
 
 static int cmp_merge(const void *x, const void *y) {
     const merge *p = x, *q = y;
@@ -197,8 +216,7 @@ static json_t *spm_merges(const gguf_file *f, json_t *vmap) {
     }
     qsort(m, n, sizeof *m, cmp_merge);
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("[s%,s]", m[i].a, m[i].la, m[i].b));
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_pack("[s%,s]", m[i].a, m[i].la, m[i].b));
     free(m);
     return arr;
 }
@@ -210,17 +228,19 @@ static int write_tokenizer(const gguf_file *f, const char *dir) {
         json_object_set_new(vmap, tok->strs[i].str, json_integer((json_int_t)i));
         int t = (int)gguf_arr_int(ty, i);
         if (t == TOKEN_CONTROL || t == TOKEN_UNKNOWN)
-            json_array_append_new(added, json_pack("{s:I,s:s,s:b,s:b}", "id", (json_int_t)i, "content", tok->strs[i].str,
-                                                   "special", 1, "normalized", 0));
+            json_array_append_new(added,
+                                  json_pack("{s:I,s:s,s:b,s:b}", "id", (json_int_t)i, "content", tok->strs[i].str,
+                                            "special", 1, "normalized", 0));
     }
     json_t *model = json_pack("{s:s,s:o,s:o,s:s,s:b}", "type", "BPE", "vocab", vmap, "merges", spm_merges(f, vmap),
                               "unk_token", "<unk>", "byte_fallback", 1);
-    json_t *tj = json_pack("{s:s,s:o,s:o,s:n}", "version", "1.0", "added_tokens", added, "model", model, "pre_tokenizer");
+    json_t *tj =
+        json_pack("{s:s,s:o,s:o,s:n}", "version", "1.0", "added_tokens", added, "model", model, "pre_tokenizer");
     int bos = 0, eos = 0;
     gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &bos, NULL);
     gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &eos, NULL);
-    json_t *tc = json_pack("{s:b,s:b,s:s,s:{s:s},s:s,s:s}", "add_bos_token", bos, "add_eos_token", eos, "bos_token", "<s>",
-                           "eos_token", "content", "</s>", "unk_token", "<unk>", "chat_template",
+    json_t *tc = json_pack("{s:b,s:b,s:s,s:{s:s},s:s,s:s}", "add_bos_token", bos, "add_eos_token", eos, "bos_token",
+                           "<s>", "eos_token", "content", "</s>", "unk_token", "<unk>", "chat_template",
                            "{% for m in messages %}{{ m.content }}{% endfor %}");
     char p1[4096], p2[4096];
     snprintf(p1, sizeof p1, "%s/tokenizer.json", dir);
@@ -244,7 +264,7 @@ int hf_write_tokenizer(const char *gguf, const char *dir) {
 static int write_shards(const model_info *mi, const char *dir, uint32_t dtype, int n_shards) {
     const gguf_file *f = mi->f;
     hf_wtensor *wt = calloc(f->n_tensors, sizeof *wt);
-    char (*names)[128] = calloc(f->n_tensors, sizeof *names);
+    char(*names)[128] = calloc(f->n_tensors, sizeof *names);
     void **bufs = calloc(f->n_tensors, sizeof *bufs);
     json_t *wm = json_object();
     int rc = wt && names && bufs ? 0 : -1;
@@ -260,17 +280,19 @@ static int write_shards(const model_info *mi, const char *dir, uint32_t dtype, i
         }
         bufs[i] = x;
         uint16_t *h = (uint16_t *)x; /* in place: each half lands at or before its float */
-        for (int64_t e = 0; dtype != TYPE_F32 && e < n; e++) h[e] = dtype == TYPE_BF16 ? f32_to_bf16(x[e]) : f32_to_f16(x[e]);
+        for (int64_t e = 0; dtype != TYPE_F32 && e < n; e++)
+            h[e] = dtype == TYPE_BF16 ? f32_to_bf16(x[e]) : f32_to_f16(x[e]);
         int conv = strstr(t->name, "ssm_conv1d") != NULL;
-        wt[i] = (hf_wtensor){names[i], type_name(dtype), t->n_dims + conv, {0}, bufs[i],
-                             (uint64_t)n * (dtype == TYPE_F32 ? 4 : 2)};
+        wt[i] = (hf_wtensor){names[i], type_name(dtype), t->n_dims + conv,
+                             {0},      bufs[i],          (uint64_t)n * (dtype == TYPE_F32 ? 4 : 2)};
         if (t->n_dims == 1) wt[i].shape[0] = t->ne[0];
         else if (conv) wt[i].shape[0] = t->ne[1], wt[i].shape[1] = 1, wt[i].shape[2] = t->ne[0];
         else wt[i].shape[0] = t->ne[1], wt[i].shape[1] = t->ne[0];
     }
     for (int s = 0; !rc && s < n_shards; s++) {
         char file[64], path[4096];
-        snprintf(file, sizeof file, n_shards == 1 ? "model.safetensors" : "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+        snprintf(file, sizeof file, n_shards == 1 ? "model.safetensors" : "model-%05d-of-%05d.safetensors", s + 1,
+                 n_shards);
         snprintf(path, sizeof path, "%s/%s", dir, file);
         hf_wtensor part[64];
         int np = 0;
@@ -310,8 +332,10 @@ int hf_write(const char *gguf, const char *dir, uint32_t dtype, int n_shards) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     const char *tm = NULL;
     int spm = gguf_get_str(f, "tokenizer.ggml.model", &tm, NULL) == 1 && !strcmp(tm, "llama");
-    int rc = !c || json_dump_file(c, path, 0) || (spm && write_tokenizer(f, dir)) || write_shards(&mi, dir, dtype, n_shards)
-                 ? -1 : 0;
+    int rc =
+        !c || json_dump_file(c, path, 0) || (spm && write_tokenizer(f, dir)) || write_shards(&mi, dir, dtype, n_shards)
+        ? -1
+        : 0;
     if (rc) test_failed(__FILE__, __LINE__, "cannot write the HF folder %s", dir);
     json_decref(c);
     gguf_close(f);

@@ -9,26 +9,26 @@
 /* One suite per line, so that branches adding suites merge cleanly; a build may define SUITES
  * itself to run fewer (the aarch64 cross test runs the kernels suite alone). */
 #ifndef SUITES
-#define SUITES(X) \
-    X(util)       \
-    X(gguf)       \
+#define SUITES(X)   \
+    X(util)         \
+    X(gguf)         \
     X(gguf_inspect) \
-    X(types)      \
-    X(kernels)    \
-    X(repack)     \
-    X(attn)       \
-    X(tokenizer)  \
-    X(bpe)        \
-    X(sampler)    \
-    X(model)      \
-    X(backend)    \
-    X(rotation)   \
-    X(synth)      \
-    X(chat)       \
-    X(quant)      \
-    X(calib)      \
-    X(hf)         \
-    X(server)     \
+    X(types)        \
+    X(kernels)      \
+    X(repack)       \
+    X(attn)         \
+    X(tokenizer)    \
+    X(bpe)          \
+    X(sampler)      \
+    X(model)        \
+    X(backend)      \
+    X(rotation)     \
+    X(synth)        \
+    X(chat)         \
+    X(quant)        \
+    X(calib)        \
+    X(hf)           \
+    X(server)       \
     X(server_sched) \
     X(cli)
 #endif
@@ -115,7 +115,10 @@ int main(int argc, char **argv) {
     /* Caches of repacked weights go to a directory of this run, never to $HOME (it may be read-only). */
     char cache[] = "/tmp/trit-tests-cache-XXXXXX", rm[64];
     if (!mkdtemp(cache) || setenv("TRIT_CACHE_DIR", cache, 1)) return fprintf(stderr, "cannot make %s\n", cache), 1;
-    struct { const char *name; const test_case *cases; } suites[] = {
+    struct {
+        const char *name;
+        const test_case *cases;
+    } suites[] = {
 #define ENTRY(s) {#s, s##_tests},
         SUITES(ENTRY)
     };

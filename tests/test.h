@@ -16,10 +16,28 @@ typedef struct {
 void test_failed(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* CHECK records a failure and goes on; REQUIRE records it and returns from the test. */
-#define CHECK(c) do { if (!(c)) test_failed(__FILE__, __LINE__, "%s", #c); } while (0)
-#define CHECKF(c, ...) do { if (!(c)) test_failed(__FILE__, __LINE__, __VA_ARGS__); } while (0)
-#define REQUIRE(c) do { if (!(c)) { test_failed(__FILE__, __LINE__, "%s", #c); return; } } while (0)
-#define REQUIREF(c, ...) do { if (!(c)) { test_failed(__FILE__, __LINE__, __VA_ARGS__); return; } } while (0)
+#define CHECK(c)                                             \
+    do {                                                     \
+        if (!(c)) test_failed(__FILE__, __LINE__, "%s", #c); \
+    } while (0)
+#define CHECKF(c, ...)                                          \
+    do {                                                        \
+        if (!(c)) test_failed(__FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+#define REQUIRE(c)                                     \
+    do {                                               \
+        if (!(c)) {                                    \
+            test_failed(__FILE__, __LINE__, "%s", #c); \
+            return;                                    \
+        }                                              \
+    } while (0)
+#define REQUIREF(c, ...)                                  \
+    do {                                                  \
+        if (!(c)) {                                       \
+            test_failed(__FILE__, __LINE__, __VA_ARGS__); \
+            return;                                       \
+        }                                                 \
+    } while (0)
 
 /* Path of a file under ../shared ($TRIT_SHARED). A missing file is a failure, never a skip. */
 const char *shared_path(const char *rel);

@@ -80,8 +80,10 @@ static void f16_same(rig *r, int pos0, int nq, const char *what) {
         const kernel_set *k = kernels_variant(variants[v]);
         for (int nth = 1; k && nth <= 3; nth++) {
             run(&sp, r->a, k, nth, r->scratch);
-            CHECKF(!memcmp(r->a, r->b, n * sizeof(float)), "%s, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: f16 attention differs from the scalar set's",
-                   what, c->head_dim, c->n_head, c->n_head_kv, pos0, nq, k->name, nth);
+            CHECKF(
+                !memcmp(r->a, r->b, n * sizeof(float)),
+                "%s, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: f16 attention differs from the scalar set's",
+                what, c->head_dim, c->n_head, c->n_head_kv, pos0, nq, k->name, nth);
         }
     }
 }
@@ -96,7 +98,8 @@ static void attend_f16_same(void) {
     const int spans[][2] = {{0, 1}, {6, 1}, {63, 1}, {299, 1}, {0, 5}, {37, 9}, {128, 1}, {143, 2}};
     for (int d = 0; d < 6; d++)
         for (int s = 0; s < 8; s++) {
-            int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0], nq = spans[s][1];
+            int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0],
+                nq = spans[s][1];
             rig r;
             REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
             f16_same(&r, pos0, nq, "random cache");
@@ -114,7 +117,8 @@ static void attend_f16_edges(void) {
     const int keys[] = {1, 2, 17, 129, 300}, dims[] = {128, 64, 96}, heads[][2] = {{4, 2}, {7, 1}, {16, 4}};
     for (int m = 0; m < 3; m++)
         for (int ki = 0; ki < 5; ki++) {
-            int n = keys[ki], hd = dims[(m + ki) % 3], nh = heads[(m + ki) % 3][0], nkv = heads[(m + ki) % 3][1], kvdim = nkv * hd;
+            int n = keys[ki], hd = dims[(m + ki) % 3], nh = heads[(m + ki) % 3][0], nkv = heads[(m + ki) % 3][1],
+                kvdim = nkv * hd;
             rig r;
             float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
             REQUIRE(k && v && !rig_new(&r, 1, nh, nkv, hd, 300, n - 1, 1));
@@ -142,13 +146,15 @@ static void attend_f16_edges(void) {
  * So |path - exact| <= (exp(2e) - 1 + g(2n + 40)) Σ p_j |v_j|, and two paths differ by at most
  * twice that. Masking a key wrongly, or dropping one, misses it by a whole weight. */
 static void attend_f32_close(void) {
-    const int dims[] = {128, 64, 80, 72, 256}, heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
+    const int dims[] = {128, 64, 80, 72, 256},
+              heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
     const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
     const double u = 1.0 / (1 << 24);
     for (int f16 = 0; f16 < 2; f16++)
         for (int d = 0; d < 5; d++)
             for (int s = 0; s < 8; s++) {
-                int hd = dims[d], nh = heads[(s + d) % 7][0], nkv = heads[(s + d) % 7][1], pos0 = spans[s][0], nq = spans[s][1];
+                int hd = dims[d], nh = heads[(s + d) % 7][0], nkv = heads[(s + d) % 7][1], pos0 = spans[s][0],
+                    nq = spans[s][1];
                 int qdim = nh * hd, kvdim = nkv * hd;
                 rig r;
                 REQUIRE(!rig_new(&r, f16, nh, nkv, hd, 300, pos0 + nq - 1, nq));
@@ -192,13 +198,15 @@ static void attend_f32_close(void) {
                     for (int nth = 1; k && nth <= 3; nth++) {
                         run(&sp, r.a, k, nth, r.scratch);
                         if (nth == 1) memcpy(one, r.a, (size_t)qdim * nq * sizeof *one);
-                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "%s: %d threads differ from one", k->name, nth);
+                        CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "%s: %d threads differ from one",
+                               k->name, nth);
                         double w = 0;
                         for (size_t i = 0; i < (size_t)qdim * nq; i++) {
                             double x = fabs((double)r.a[i] - r.b[i]) / (2 * bound[i]);
                             w = isnan(x) ? INFINITY : fmax(w, x);
                         }
-                        CHECKF(w <= 1, "%s cache, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: %g of the bound",
+                        CHECKF(w <= 1,
+                               "%s cache, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: %g of the bound",
                                f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, k->name, nth, w);
                     }
                 }
@@ -211,8 +219,23 @@ static void attend_f32_close(void) {
  * to_f16, against f32_to_f16, bit for bit: ties, the edges of the f16 range, subnormals,
  * infinities, NaN payloads, and a row with a tail. */
 static void store_f16_same(void) {
-    const float special[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f, 65520.0f, -1e9f,
-                             6e-8f, 2.9e-8f, 3e-8f, 6.1e-5f, -6.09e-5f, 1e-40f, INFINITY, -INFINITY, NAN};
+    const float special[] = {0.0f,
+                             -0.0f,
+                             1.0f + 1.0f / 2048,
+                             1.0f + 3.0f / 2048,
+                             65504.0f,
+                             65519.0f,
+                             65520.0f,
+                             -1e9f,
+                             6e-8f,
+                             2.9e-8f,
+                             3e-8f,
+                             6.1e-5f,
+                             -6.09e-5f,
+                             1e-40f,
+                             INFINITY,
+                             -INFINITY,
+                             NAN};
     const int ns = (int)(sizeof special / sizeof special[0]), hd = 21, kvdim = 2 * hd;
     kv_cache c = {1, 4, 1, 2, 2, hd, NULL, NULL};
     c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
@@ -228,7 +251,8 @@ static void store_f16_same(void) {
         }
         kv_store(&c, 0, p, k, v);
         for (int i = 0; i < kvdim; i++)
-            same &= ((uint16_t *)c.k)[p * kvdim + i] == f32_to_f16(k[i]) && ((uint16_t *)c.v)[p * kvdim + i] == f32_to_f16(v[i]);
+            same &= ((uint16_t *)c.k)[p * kvdim + i] == f32_to_f16(k[i]) &&
+                ((uint16_t *)c.v)[p * kvdim + i] == f32_to_f16(v[i]);
         for (size_t s = 0; s <= NVARIANTS; s++) {
             const kernel_set *ks = kernels_variant(s ? variants[s - 1] : "scalar");
             uint16_t hk[42], hv[42];

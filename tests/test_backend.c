@@ -23,7 +23,8 @@ static float *eval_cut(backend *b, int cut, trit_err *err) {
         backend_row rows[2][N_TOK];
         float *out[N_TOK];
         for (int t = 0; t < N_TOK; t++)
-            rows[0][t] = (backend_row){st[0], t, N_TOK}, rows[1][t] = (backend_row){st[1], t, N_TOK}, out[t] = logits + t * V;
+            rows[0][t] = (backend_row){st[0], t, N_TOK}, rows[1][t] = (backend_row){st[1], t, N_TOK},
+            out[t] = logits + t * V;
         if (cut < m->hp.n_layer) {
             b->ops->forward(st[0], rows[0], toks, N_TOK, 0, cut, x, NULL);
             b->ops->forward(st[1], rows[1], NULL, N_TOK, cut, m->hp.n_layer, x, out);
@@ -40,7 +41,8 @@ static float *eval_cut(backend *b, int cut, trit_err *err) {
 
 static void test_split_layers(void) {
     static const char *models[] = {"golden/models/tiny-llama-F32.gguf", "golden/models/tiny-qwen3-hadamard-PTQ1_0.gguf",
-                                   "golden/models/tiny-qwen35-PQ2_0.gguf", "golden/models/tiny-qwen35-hadamard-TQ1_0.gguf"};
+                                   "golden/models/tiny-qwen35-PQ2_0.gguf",
+                                   "golden/models/tiny-qwen35-hadamard-TQ1_0.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(models[i]), 1, &err);

@@ -74,8 +74,10 @@ static void put_qwen3_types(gbuf *g, uint64_t n, json_t *added) {
         const char *s = a ? json_string_value(json_object_get(a, "content")) : "";
         size_t len = strlen(s);
         int looks_special = len > 4 && memcmp(s, "<|", 2) == 0 && memcmp(s + len - 2, "|>", 2) == 0;
-        int32_t t = i < 151643 ? TOKEN_NORMAL : !a ? TOKEN_UNUSED
-                    : json_is_true(json_object_get(a, "special")) || looks_special ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+        int32_t t = i < 151643                                             ? TOKEN_NORMAL
+            : !a                                                           ? TOKEN_UNUSED
+            : json_is_true(json_object_get(a, "special")) || looks_special ? TOKEN_CONTROL
+                                                                           : TOKEN_USER_DEFINED;
         put(g, &t, 4);
     }
 }
@@ -96,7 +98,8 @@ static vocab *load_qwen3(void) {
         put_qwen3_tokens(&g, tokens, added);
         put_qwen3_types(&g, tokens->n, added);
         kv_arr(&g, "tokenizer.ggml.merges", GGUF_STRING, merges->n);
-        for (uint64_t i = 0; i < merges->n; i++) put_u64(&g, merges->strs[i].len), put(&g, merges->strs[i].str, merges->strs[i].len);
+        for (uint64_t i = 0; i < merges->n; i++)
+            put_u64(&g, merges->strs[i].len), put(&g, merges->strs[i].str, merges->strs[i].len);
         kv_u32(&g, "tokenizer.ggml.bos_token_id", 151643);
         kv_u32(&g, "tokenizer.ggml.eos_token_id", 151645);
         kv_bool(&g, "tokenizer.ggml.add_bos_token", 0);
@@ -135,9 +138,9 @@ static void test_qwen3_chat(void) {
                                "<|im_start|>user\nWhat is 2+2? Answer in \xE4\xB8\xAD\xE6\x96\x87, please.<|im_end|>\n"
                                "<|im_start|>assistant\n<think>\n\n</think>\n\n2+2 = 4 (\xE5\x9B\x9B).<|im_end|>\n";
     static const int32_t want[] = {
-        151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198, 3838, 374,
-        220, 17, 10, 17, 30, 21806, 304, 72858, 16744, 11, 4486, 13, 151645, 198, 151644, 77091,
-        198, 151667, 271, 151668, 271, 17, 10, 17, 284, 220, 19, 320, 63703, 568, 151645, 198,
+        151644, 8948,   198, 2610,   525, 264,   10950, 17847, 13,    151645, 198,  151644, 872,    198, 3838,   374,
+        220,    17,     10,  17,     30,  21806, 304,   72858, 16744, 11,     4486, 13,     151645, 198, 151644, 77091,
+        198,    151667, 271, 151668, 271, 17,    10,    17,    284,   220,    19,   320,    63703,  568, 151645, 198,
     };
     check_ids(v, chat, 1, 1, want, 48);
     size_t dl;
@@ -153,7 +156,10 @@ static void test_qwen3_chat(void) {
 /* Whole corpora: token counts as the independent tokenizer above gives them (with each
  * vocabulary's tokenizer.json), exact decoding, and speed. */
 static void test_bpe_corpus(void) {
-    static const struct { const char *vocab; int n; } sets[] = {
+    static const struct {
+        const char *vocab;
+        int n;
+    } sets[] = {
         {"data/vocab/ggml-vocab-qwen2.gguf", 298938},
         {"data/vocab/ggml-vocab-llama-bpe.gguf", 288936},
         {"data/vocab/ggml-vocab-gpt-2.gguf", 286178},
@@ -199,8 +205,8 @@ static void test_invalid_utf8(void) {
 /* ---- synthetic vocabularies ---- */
 
 /* A gpt2 vocabulary of the given tokens (NORMAL, but "<c>" CONTROL) and merges. */
-static vocab *bpe_syn(const char *pre, const char *const *tokens, int n_tokens, const char *const *merges,
-                      int n_merges, trit_err *err) {
+static vocab *bpe_syn(const char *pre, const char *const *tokens, int n_tokens, const char *const *merges, int n_merges,
+                      trit_err *err) {
     gbuf g = {0};
     kv_str(&g, "tokenizer.ggml.model", "gpt2");
     kv_str(&g, "tokenizer.ggml.pre", pre);
@@ -226,12 +232,12 @@ static void test_merge_rules(void) {
     vocab *v = bpe_syn("qwen2", syn_tokens, N_SYN_TOKENS, merges, 8, &err);
     REQUIREF(v, "%s", err.msg);
     CHECK(vocab_bos(v) == -1 && vocab_eos(v) == -1); /* llama.cpp's default 11 is out of range */
-    check_ids(v, "abc", 0, 0, (const int32_t[]){ABC}, 1);        /* b+c first, then a+bc */
-    check_ids(v, "aaa", 0, 0, (const int32_t[]){AA, A}, 2);      /* the leftmost of equal ranks */
+    check_ids(v, "abc", 0, 0, (const int32_t[]){ABC}, 1); /* b+c first, then a+bc */
+    check_ids(v, "aaa", 0, 0, (const int32_t[]){AA, A}, 2); /* the leftmost of equal ranks */
     check_ids(v, "abab", 0, 0, (const int32_t[]){AB, AB}, 2);
-    check_ids(v, "cc", 0, 0, (const int32_t[]){C, C}, 2);        /* "cc" is no token: spelled by bytes */
+    check_ids(v, "cc", 0, 0, (const int32_t[]){C, C}, 2); /* "cc" is no token: spelled by bytes */
     check_ids(v, "abcd", 0, 0, (const int32_t[]){ABCD}, 1);
-    check_ids(v, "a z", 0, 0, (const int32_t[]){A, SPACE}, 2);   /* "z" has no token and is dropped */
+    check_ids(v, "a z", 0, 0, (const int32_t[]){A, SPACE}, 2); /* "z" has no token and is dropped */
     check_ids(v, "a<c>b", 0, 1, (const int32_t[]){A, CTL, B}, 3);
     vocab_free(v);
 }
@@ -266,13 +272,7 @@ static void test_qwen3_eog(void) {
 }
 
 const test_case bpe_tests[] = {
-    {"qwen3_eog", test_qwen3_eog},
-    {"qwen2_special", test_qwen2_special},
-    {"add_bos", test_add_bos},
-    {"qwen3_chat", test_qwen3_chat},
-    {"corpus", test_bpe_corpus},
-    {"invalid_utf8", test_invalid_utf8},
-    {"merge_rules", test_merge_rules},
-    {"ignore_merges", test_ignore_merges},
-    {0},
+    {"qwen3_eog", test_qwen3_eog},     {"qwen2_special", test_qwen2_special}, {"add_bos", test_add_bos},
+    {"qwen3_chat", test_qwen3_chat},   {"corpus", test_bpe_corpus},           {"invalid_utf8", test_invalid_utf8},
+    {"merge_rules", test_merge_rules}, {"ignore_merges", test_ignore_merges}, {0},
 };

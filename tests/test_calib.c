@@ -118,7 +118,8 @@ static void test_folded(void) {
         rot_forward(&r, xr);
         for (int i = 0; i < N; i++) {
             a->sum2[i] += (double)x[i] * x[i];
-            for (int j = 0; j < N; j++) a->hess[i * N + j] += (double)x[i] * x[j], want[i * N + j] += (double)xr[i] * xr[j];
+            for (int j = 0; j < N; j++)
+                a->hess[i * N + j] += (double)x[i] * x[j], want[i * N + j] += (double)xr[i] * xr[j];
         }
     }
     a->count = ROWS;
@@ -226,8 +227,8 @@ static void test_gptq_beats_fitting(void) {
             type_get(TYPE_PTQ1_0)->to_float(blocks, back, N);
             CHECKF(!memcmp(q, back, N * 4), "row %d: the GPTQ grid does not pack exactly", r);
         }
-        CHECKF(gptq < 0.7 * plain && gptq < 0.7 * weighted, "act order %d: output error GPTQ %g, fitted %g, weighted %g",
-               order, gptq, plain, weighted);
+        CHECKF(gptq < 0.7 * plain && gptq < 0.7 * weighted,
+               "act order %d: output error GPTQ %g, fitted %g, weighted %g", order, gptq, plain, weighted);
         gptq_plan_free(&p);
     }
     free(x), free(w), free(q), free(h), free(work), free(back);
@@ -296,7 +297,8 @@ static void test_imatrix_roundtrip(void) {
     REQUIRE(f);
     const char *type = NULL;
     CHECK(gguf_get_str(f, "general.type", &type, &e) == 1 && !strcmp(type, "imatrix"));
-    CHECK(!strcmp(f->tensors[0].name, "blk.0.ffn_gate.weight.in_sum2") && f->tensors[0].ne[0] == 8 && f->tensors[0].ne[1] == 1);
+    CHECK(!strcmp(f->tensors[0].name, "blk.0.ffn_gate.weight.in_sum2") && f->tensors[0].ne[0] == 8 &&
+          f->tensors[0].ne[1] == 1);
     CHECK(!strcmp(f->tensors[1].name, "blk.0.ffn_gate.weight.counts") && f->tensors[1].ne[0] == 1);
     gguf_close(f);
     calib_free(&d);
@@ -322,11 +324,11 @@ static void test_bad_imatrix(void) {
     REQUIREF(!imatrix_save(&d, diag, 0, &e), "%s", e.msg);
     calib_free(&d);
     const char *fmts[] = {
-        "--imatrix %1$s %1$s %2$s PTQ1_0",               /* a model, not an imatrix */
-        "--imatrix %3$s %1$s %2$s PTQ1_0",               /* not a GGUF */
+        "--imatrix %1$s %1$s %2$s PTQ1_0", /* a model, not an imatrix */
+        "--imatrix %3$s %1$s %2$s PTQ1_0", /* not a GGUF */
         "--imatrix /nonexistent.gguf %1$s %2$s PTQ1_0",
-        "--gptq %1$s %2$s PTQ1_0",                       /* GPTQ needs statistics */
-        "--gptq --imatrix %4$s %1$s %2$s PTQ1_0",        /* ... with Hessians */
+        "--gptq %1$s %2$s PTQ1_0", /* GPTQ needs statistics */
+        "--gptq --imatrix %4$s %1$s %2$s PTQ1_0", /* ... with Hessians */
         "--imatrix-out x.gguf %1$s %2$s PTQ1_0",
         "--calib %3$s --calib-ctx 4096 %1$s %2$s PTQ1_0", /* fewer tokens than a chunk */
         "--calib %3$s --damp -1 --gptq %1$s %2$s PTQ1_0",

@@ -210,7 +210,8 @@ static void test_jinja_errors(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char msg[512];
         jinja_status st = render_status(cases[i].src, msg, sizeof msg, NULL);
-        CHECKF(st == JINJA_UNSUPPORTED && strstr(msg, cases[i].msg), "'%s': status %d, message '%s'", cases[i].src, st, msg);
+        CHECKF(st == JINJA_UNSUPPORTED && strstr(msg, cases[i].msg), "'%s': status %d, message '%s'", cases[i].src, st,
+               msg);
         CHECKF(!strchr(msg, '\n'), "'%s': message spans lines", cases[i].src);
     }
     char msg[512];
@@ -238,10 +239,12 @@ static void test_jinja_limits(void) {
         CHECKF(s < 20, "case %zu took %.1f s", i, s);
     }
     /* deep nesting of every kind of syntax */
-    static const char *unit[][3] = {{"{{ ", "(", "1 }}"}, {"{{ ", "[", "1 }}"}, {"{{ ", "not ", "1 }}"}, {"{{ ", "-", "1 }}"},
-                                    {"", "{% if 1 %}", ""}, {"{{ 1", " + 1", " }}"}, {"{{ x", ".a", " }}"}, {"{{ 1", "|string", " }}"},
-                                    {"{% if 0 %}", "{% elif 0 %}", ""}, {"{{ 1", " ~ 1", " }}"}, {"{{ 1", " or 1", " }}"},
-                                    {"{{ 1", " if 1 else 1", " }}"}, {"{{ f", "(1)", " }}"}, {"{{ x", "[0]", " }}"}};
+    static const char *unit[][3] = {
+        {"{{ ", "(", "1 }}"},    {"{{ ", "[", "1 }}"},       {"{{ ", "not ", "1 }}"},
+        {"{{ ", "-", "1 }}"},    {"", "{% if 1 %}", ""},     {"{{ 1", " + 1", " }}"},
+        {"{{ x", ".a", " }}"},   {"{{ 1", "|string", " }}"}, {"{% if 0 %}", "{% elif 0 %}", ""},
+        {"{{ 1", " ~ 1", " }}"}, {"{{ 1", " or 1", " }}"},   {"{{ 1", " if 1 else 1", " }}"},
+        {"{{ f", "(1)", " }}"},  {"{{ x", "[0]", " }}"}};
     for (size_t u = 0; u < sizeof unit / sizeof unit[0]; u++) {
         size_t cap = 200000;
         char *src = malloc(cap), msg[512];
@@ -268,7 +271,8 @@ static void test_fallback_and_errors(void) {
     CHECKF(!got && strstr(err, "unsupported tag 'raw'"), "no fallback: %s", err);
     free(got);
     /* the template's own raise_exception is an error even for ChatML */
-    got = trit_chat_render("<|im_start|>{{ raise_exception('System message must come first') }}", m, 2, 1, 0, err, sizeof err);
+    got = trit_chat_render("<|im_start|>{{ raise_exception('System message must come first') }}", m, 2, 1, 0, err,
+                           sizeof err);
     CHECKF(!got && strstr(err, "System message must come first"), "raise: %s", err);
     free(got);
     got = trit_chat_render("llama9", m, 2, 1, 0, err, sizeof err);
@@ -444,8 +448,17 @@ static int term_finish(term *t, double timeout_s) {
 
 /* Two complete turns (the second reuses the cached prefix), then /exit. */
 static void test_chat_cli_turns(void) {
-    const char *args[] = {"-m", shared_path("data/models/stories260K.gguf"), "--chat-template", "chatml", "--temp", "0",
-                          "-n", "16", "--system", "You tell stories.", NULL};
+    const char *args[] = {"-m",
+                          shared_path("data/models/stories260K.gguf"),
+                          "--chat-template",
+                          "chatml",
+                          "--temp",
+                          "0",
+                          "-n",
+                          "16",
+                          "--system",
+                          "You tell stories.",
+                          NULL};
     term t;
     REQUIRE(term_start(&t, args) == 0);
     long p = term_wait(&t, 0, "> ", TIMEOUT);
@@ -476,8 +489,19 @@ static void test_chat_cli_turns(void) {
 
 /* Ctrl-C stops a long reply and the chat goes on; end of input (Ctrl-D) leaves. */
 static void test_chat_cli_interrupt(void) {
-    const char *args[] = {"-m", shared_path("data/models/stories260K.gguf"), "--chat-template", "chatml", "-c", "4096",
-                          "--temp", "1", "-s", "3", "--reasoning", "off", NULL};
+    const char *args[] = {"-m",
+                          shared_path("data/models/stories260K.gguf"),
+                          "--chat-template",
+                          "chatml",
+                          "-c",
+                          "4096",
+                          "--temp",
+                          "1",
+                          "-s",
+                          "3",
+                          "--reasoning",
+                          "off",
+                          NULL};
     term t;
     REQUIRE(term_start(&t, args) == 0);
     long p = term_wait(&t, 0, "> ", TIMEOUT);
@@ -500,8 +524,12 @@ static void test_chat_cli_interrupt(void) {
 
 /* Bad flags: one line on stderr and status 1, as every command. */
 static void test_chat_cli_flags(void) {
-    static const char *cases[] = {"chat", "chat -m %s --reasoning maybe", "chat -m %s --bogus", "chat -m %s -n x",
-                                  "chat -m /nonexistent.gguf", "chat -m %s --chat-template",
+    static const char *cases[] = {"chat",
+                                  "chat -m %s --reasoning maybe",
+                                  "chat -m %s --bogus",
+                                  "chat -m %s -n x",
+                                  "chat -m /nonexistent.gguf",
+                                  "chat -m %s --chat-template",
                                   "chat -m %s --chat-template-file /nonexistent.jinja",
                                   "chat -m %s --chat-template chatml --chat-template-file README.md"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -519,8 +547,8 @@ static void test_chat_cli_flags(void) {
     CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "usage: trit chat"));
     free(out);
     /* piped input works without a terminal, and an unknown template name is reported */
-    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | %s chat -m %s --chat-template nosuch -n 4 2>&1",
-             trit_bin(), shared_path("data/models/stories260K.gguf"));
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | %s chat -m %s --chat-template nosuch -n 4 2>&1", trit_bin(),
+             shared_path("data/models/stories260K.gguf"));
     CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "unknown chat template 'nosuch'"));
     free(out);
     /* a template from a file renders the prompt (its text is the model's input, not shown) */

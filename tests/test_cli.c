@@ -28,16 +28,37 @@ static void test_bad_input(void) {
     const char *m = shared_path("data/models/stories260K.gguf");
     char args[1024];
     const char *cases[] = {
-        "", "frobnicate", "run", "run -m %s", "run -m %s -p hi --bogus", "run -m %s -p hi -n x",
-        "run -m %s -p hi --temp -1", "run -m /nonexistent.gguf -p hi", "run -m %s -p hi -c 99999999999",
-        "run -m README.md -p hi", "tokenize -m %s", "tokenize -p hi", "logits -m %s --tokens 1,x -o /tmp/x",
-        "logits -m %s --tokens 1,9999 -o /tmp/trit-cli-never", "inspect /nonexistent.gguf", "inspect README.md",
-        "inspect %s --bogus", "run -m %s -f /nonexistent.txt",
-        "run -m %s -p hi --presence-penalty x", "run -m %s -p hi --frequency-penalty 1e9",
-        "run -m %s -p hi --presence-penalty nan", "run -m %s -p hi --logit-bias 15043",
-        "run -m %s -p hi --logit-bias 15043+inf", "run -m %s -p hi -l 5*1", "run -m %s -p hi -l x+1",
-        "run -m %s -p hi -l 5+1x", "run -m %s -p hi -l -1+1", "run -m %s -p hi --logit-bias 512+1",
-        "run -m %s -p hi --logit-bias", "chat -m %s --logit-bias 5", "chat -m %s --frequency-penalty nan",
+        "",
+        "frobnicate",
+        "run",
+        "run -m %s",
+        "run -m %s -p hi --bogus",
+        "run -m %s -p hi -n x",
+        "run -m %s -p hi --temp -1",
+        "run -m /nonexistent.gguf -p hi",
+        "run -m %s -p hi -c 99999999999",
+        "run -m README.md -p hi",
+        "tokenize -m %s",
+        "tokenize -p hi",
+        "logits -m %s --tokens 1,x -o /tmp/x",
+        "logits -m %s --tokens 1,9999 -o /tmp/trit-cli-never",
+        "inspect /nonexistent.gguf",
+        "inspect README.md",
+        "inspect %s --bogus",
+        "run -m %s -f /nonexistent.txt",
+        "run -m %s -p hi --presence-penalty x",
+        "run -m %s -p hi --frequency-penalty 1e9",
+        "run -m %s -p hi --presence-penalty nan",
+        "run -m %s -p hi --logit-bias 15043",
+        "run -m %s -p hi --logit-bias 15043+inf",
+        "run -m %s -p hi -l 5*1",
+        "run -m %s -p hi -l x+1",
+        "run -m %s -p hi -l 5+1x",
+        "run -m %s -p hi -l -1+1",
+        "run -m %s -p hi --logit-bias 512+1",
+        "run -m %s -p hi --logit-bias",
+        "chat -m %s --logit-bias 5",
+        "chat -m %s --frequency-penalty nan",
         "chat -m %s -l 99999-inf",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -141,7 +162,8 @@ static void test_sampling_flags(void) {
     CHECKF(out && !strchr(out, ',') && err && strstr(err, "32 generated tokens"), "got '%s'", out ? out : "");
     free(out), free(err);
     /* penalties change the greedy text, which repeats tokens of its own and of the prompt */
-    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n 32 --temp 0 --frequency-penalty 1 --presence-penalty 0.5", m);
+    snprintf(args, sizeof args,
+             "run -m %s -p 'Once upon a time' -n 32 --temp 0 --frequency-penalty 1 --presence-penalty 0.5", m);
     CHECK(trit(args, &out, NULL) == 0);
     CHECKF(out && plain && strcmp(out, plain), "the same text: %s", out ? out : "");
     free(out), free(plain);
@@ -151,8 +173,10 @@ static void test_sampling_flags(void) {
     REQUIRE(fd >= 0);
     CHECK(write(fd, "hi\n", 3) == 3);
     close(fd);
-    snprintf(args, sizeof args, "chat -m %s -n 4 --temp 0 --ignore-eos -l 2+100 --presence-penalty 0.2 "
-             "--frequency-penalty 0.1 < %s", m, in);
+    snprintf(args, sizeof args,
+             "chat -m %s -n 4 --temp 0 --ignore-eos -l 2+100 --presence-penalty 0.2 "
+             "--frequency-penalty 0.1 < %s",
+             m, in);
     CHECK(trit(args, &out, &err) == 0);
     CHECKF(err && strstr(err, " prompt, 4 generated tokens)"), "%s", err ? err : "");
     free(out), free(err);
@@ -161,11 +185,13 @@ static void test_sampling_flags(void) {
 
 static void test_tokenize_ids(void) {
     char args[1024], *out = NULL;
-    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --ids", shared_path("data/models/stories260K.gguf"));
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --ids",
+             shared_path("data/models/stories260K.gguf"));
     CHECK(trit(args, &out, NULL) == 0);
     CHECKF(out && !strcmp(out, "[1, 403, 407, 261, 378]\n"), "got %s", out ? out : "");
     free(out);
-    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon' --no-bos", shared_path("data/vocab/ggml-vocab-llama-spm.gguf"));
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon' --no-bos",
+             shared_path("data/vocab/ggml-vocab-llama-spm.gguf"));
     CHECK(trit(args, &out, NULL) == 0);
     CHECKF(out && strstr(out, " -> '"), "got %s", out ? out : "");
     free(out);
@@ -202,7 +228,8 @@ static void test_logits_file(void) {
 static void test_library_exports(void) {
     const char *bin = trit_bin(), *slash = strrchr(bin, '/');
     char cmd[4096], *out = NULL;
-    snprintf(cmd, sizeof cmd, "nm -g --defined-only '%.*s/libtrit.a'", slash ? (int)(slash - bin) : 1, slash ? bin : ".");
+    snprintf(cmd, sizeof cmd, "nm -g --defined-only '%.*s/libtrit.a'", slash ? (int)(slash - bin) : 1,
+             slash ? bin : ".");
     int rc = run_cmd(cmd, &out);
     REQUIREF(rc == 0 && out, "'%s' exited %d", cmd, rc);
     char bad[2048] = "", *save = NULL;

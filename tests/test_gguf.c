@@ -106,8 +106,7 @@ static void test_parse_all_shared(void) {
         CHECKF(f, "%s: %s", shared_ggufs[i], e.msg);
         if (!f) continue;
         int vocab = strstr(shared_ggufs[i], "/vocab/") != NULL;
-        CHECKF(vocab ? f->n_tensors == 0 : f->n_tensors > 0, "%s: %zu tensors", shared_ggufs[i],
-               f->n_tensors);
+        CHECKF(vocab ? f->n_tensors == 0 : f->n_tensors > 0, "%s: %zu tensors", shared_ggufs[i], f->n_tensors);
         CHECK(f->alignment == 32 && f->version == 3);
         const char *arch = NULL;
         trit_err e2;
@@ -123,7 +122,10 @@ static void test_parse_all_shared(void) {
 }
 
 static void test_known_types(void) {
-    static const struct { const char *file, *tensor; uint32_t type; } cases[] = {
+    static const struct {
+        const char *file, *tensor;
+        uint32_t type;
+    } cases[] = {
         {"golden/models/tiny-llama-PQ2_0.gguf", "blk.0.attn_q.weight", TYPE_PQ2_0},
         {"golden/models/tiny-llama-PTQ1_0.gguf", "blk.0.attn_q.weight", TYPE_PTQ1_0},
         {"golden/models/tiny-llama-TQ1_0.gguf", "blk.0.ffn_up.weight", TYPE_TQ1_0},
@@ -225,8 +227,8 @@ static void test_round_trip(void) {
         CHECK(access(tmp, F_OK) != 0);
         size_t n = 0;
         uint8_t *got = read_file(out, &n);
-        CHECKF(got && n == f->map.size && !memcmp(got, f->map.data, n),
-               "%s: round trip differs (%zu vs %zu bytes)", shared_ggufs[i], n, f->map.size);
+        CHECKF(got && n == f->map.size && !memcmp(got, f->map.data, n), "%s: round trip differs (%zu vs %zu bytes)",
+               shared_ggufs[i], n, f->map.size);
         free(got);
         unlink(out);
         gguf_close(f);
@@ -482,8 +484,8 @@ static void test_legacy_q2_0(void) {
     REQUIREF(!*open_copy(b.p, b.n, &e), "%s", e.msg);
     put32(&b, ti_type(&b, "t.q"), TYPE_Q2_0);
     const char *msg = open_copy(b.p, b.n, &e);
-    CHECKF(strstr(msg, "legacy group-128 Q2_0") && strstr(msg, "tensor 't.q'") &&
-           strstr(msg, "PQ2_0") && strstr(msg, "convert"),
+    CHECKF(strstr(msg, "legacy group-128 Q2_0") && strstr(msg, "tensor 't.q'") && strstr(msg, "PQ2_0") &&
+               strstr(msg, "convert"),
            "got \"%s\"", msg);
     free(b.p);
 }

@@ -104,8 +104,8 @@ static void test_inspect_zeros(void) {
             if (!za) continue;
             ternary++;
             double want = pq2_zero_fraction(&f->tensors[i]);
-            CHECKF(fabs(json_real_value(za) - want) < 1e-12, "%s: %g zeros, expected %g",
-                   f->tensors[i].name, json_real_value(za), want);
+            CHECKF(fabs(json_real_value(za) - want) < 1e-12, "%s: %g zeros, expected %g", f->tensors[i].name,
+                   json_real_value(za), want);
             /* PQ2_0 -> PTQ1_0 is lossless: the same trits. */
             CHECK(zb && json_real_value(zb) == json_real_value(za));
         }
@@ -133,7 +133,8 @@ static void test_inspect_json_totals(void) {
     int64_t params = json_integer_value(json_object_get(tot, "parameters"));
     int64_t bytes = json_integer_value(json_object_get(tot, "tensor_bytes"));
     CHECK(params == 1443072 && bytes > 0);
-    CHECK(fabs(json_real_value(json_object_get(tot, "bits_per_weight")) - 8.0 * (double)bytes / (double)params) < 1e-12);
+    CHECK(fabs(json_real_value(json_object_get(tot, "bits_per_weight")) - 8.0 * (double)bytes / (double)params) <
+          1e-12);
     CHECK(json_is_null(json_object_get(j, "rotation")));
     json_t *tok = json_array_get(json_object_get(j, "metadata"), 10);
     CHECK(!strcmp(json_string_value(json_object_get(tok, "key")), "tokenizer.ggml.tokens"));
@@ -141,7 +142,6 @@ static void test_inspect_json_totals(void) {
     CHECK(json_array_size(json_object_get(tok, "head")) == 3);
     json_decref(j);
 }
-
 
 /* Names and strings that are not UTF-8 or hold control bytes still give valid JSON and
  * one-line text rows. */
@@ -189,7 +189,8 @@ static void test_inspect_cli(void) {
     CHECK(run_cmd(cmd, &out) == 0 && strstr(out, "usage: trit inspect FILE"));
     free(out);
     snprintf(cmd, sizeof cmd, "%s inspect --bogus 2>&1", trit_bin());
-    CHECK(run_cmd(cmd, &out) == 1 && strstr(out, "unknown option '--bogus'") && strchr(out, '\n') == out + strlen(out) - 1);
+    CHECK(run_cmd(cmd, &out) == 1 && strstr(out, "unknown option '--bogus'") &&
+          strchr(out, '\n') == out + strlen(out) - 1);
     free(out);
     snprintf(cmd, sizeof cmd, "%s inspect /nonexistent.gguf 2>&1", trit_bin());
     CHECK(run_cmd(cmd, &out) == 1 && strstr(out, "trit inspect: /nonexistent.gguf"));
@@ -197,10 +198,12 @@ static void test_inspect_cli(void) {
     snprintf(cmd, sizeof cmd, "%s inspect 2>&1", trit_bin());
     CHECK(run_cmd(cmd, &out) == 1 && strstr(out, "missing FILE"));
     free(out);
-    snprintf(cmd, sizeof cmd, "%s inspect %s 2>&1", trit_bin(), shared_path("data/tokenizers/qwen3/tokenizer_config.json"));
+    snprintf(cmd, sizeof cmd, "%s inspect %s 2>&1", trit_bin(),
+             shared_path("data/tokenizers/qwen3/tokenizer_config.json"));
     CHECK(run_cmd(cmd, &out) == 1 && strstr(out, "bad magic"));
     free(out);
-    snprintf(cmd, sizeof cmd, "%s inspect --json --no-mmap %s", trit_bin(), shared_path("data/models/llama-2-tiny-random.gguf"));
+    snprintf(cmd, sizeof cmd, "%s inspect --json --no-mmap %s", trit_bin(),
+             shared_path("data/models/llama-2-tiny-random.gguf"));
     CHECK(run_cmd(cmd, &out) == 0);
     json_t *j = out ? json_loads(out, 0, NULL) : NULL;
     CHECK(j && json_array_size(json_object_get(j, "tensors")) == 12);
@@ -209,10 +212,7 @@ static void test_inspect_cli(void) {
 }
 
 const test_case gguf_inspect_tests[] = {
-    {"inspect_text", test_inspect_text},
-    {"inspect_json_totals", test_inspect_json_totals},
-    {"inspect_zeros", test_inspect_zeros},
-    {"inspect_odd_strings", test_inspect_odd_strings},
-    {"inspect_cli", test_inspect_cli},
-    {0},
+    {"inspect_text", test_inspect_text},   {"inspect_json_totals", test_inspect_json_totals},
+    {"inspect_zeros", test_inspect_zeros}, {"inspect_odd_strings", test_inspect_odd_strings},
+    {"inspect_cli", test_inspect_cli},     {0},
 };

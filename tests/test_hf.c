@@ -59,7 +59,8 @@ static void compare_tokenization(const gguf_file *g, const gguf_file *o, const c
     if (a && b) {
         int na, nb;
         int32_t *x = tokenize(a, text, sizeof text - 1, 1, 1, &na), *y = tokenize(b, text, sizeof text - 1, 1, 1, &nb);
-        CHECKF(x && y && na == nb && na > 10 && !memcmp(x, y, (size_t)na * 4), "%s: token ids differ (%d vs %d)", what, na, nb);
+        CHECKF(x && y && na == nb && na > 10 && !memcmp(x, y, (size_t)na * 4), "%s: token ids differ (%d vs %d)", what,
+               na, nb);
         free(x), free(y);
     }
     vocab_free(a), vocab_free(b);
@@ -100,17 +101,17 @@ static void roundtrip(const char *arch, uint32_t dtype, int shards, size_t want_
             compare_tensors(g, o, arch, &exact);
             CHECKF(exact >= want_exact, "%s: %zu tensors byte-exact, want %zu", arch, exact, want_exact);
             static const char *const keys[] = {
-                "tokenizer.ggml.tokens",           "tokenizer.ggml.token_type",    "tokenizer.ggml.bos_token_id",
-                "tokenizer.ggml.eos_token_id",     "tokenizer.ggml.unknown_token_id",
-                "tokenizer.ggml.add_bos_token",    "tokenizer.ggml.model"};
+                "tokenizer.ggml.tokens",       "tokenizer.ggml.token_type",       "tokenizer.ggml.bos_token_id",
+                "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.add_bos_token",
+                "tokenizer.ggml.model"};
             for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
                 CHECKF(same_kv(g, o, keys[i]), "%s: %s differs", arch, keys[i]);
             const char *tmpl = NULL;
             CHECK(gguf_get_str(o, "tokenizer.chat_template", &tmpl, NULL) == 1 && strstr(tmpl, "m.content"));
             compare_tokenization(g, o, arch);
             double d = test_logit_diff(want, out);
-            printf("     %s %s: %zu of %zu tensors byte-exact, logits within %g\n", arch, type_name(dtype),
-                   exact, g->n_tensors, d);
+            printf("     %s %s: %zu of %zu tensors byte-exact, logits within %g\n", arch, type_name(dtype), exact,
+                   g->n_tensors, d);
             CHECKF(d >= 0 && d <= tol, "%s: logits differ by %g (tolerance %g)", arch, d, tol);
         }
         gguf_close(g), gguf_close(o);
@@ -133,8 +134,8 @@ static void test_half(void) {
  * eos <|im_end|> from tokenizer_config.json, bos from config.json, the chat template), no
  * output.weight, and the synthetic model's tensors and logits exactly. */
 static void test_qwen3_byte_level(void) {
-    synth_params sp = {.type = TYPE_F32, .seed = 4, .n_threads = 2,
-                       .vocab_path = shared_path("data/vocab/ggml-vocab-qwen2.gguf")};
+    synth_params sp = {
+        .type = TYPE_F32, .seed = 4, .n_threads = 2, .vocab_path = shared_path("data/vocab/ggml-vocab-qwen2.gguf")};
     trit_err e;
     REQUIRE(!synth_shape_named(SYNTH_QWEN3, "tiny", &sp.shape, &e) &&
             !synth_shape_set(&sp.shape,
@@ -164,7 +165,8 @@ static void test_qwen3_byte_level(void) {
         if (g && o) {
             size_t exact;
             compare_tensors(g, o, "qwen3 byte-level", &exact);
-            CHECKF(exact == g->n_tensors && !gguf_find_tensor(o, "output.weight"), "%zu of %zu exact", exact, g->n_tensors);
+            CHECKF(exact == g->n_tensors && !gguf_find_tensor(o, "output.weight"), "%zu of %zu exact", exact,
+                   g->n_tensors);
             const gguf_kv *a = gguf_find(g, "tokenizer.ggml.tokens"), *b = gguf_find(o, "tokenizer.ggml.tokens");
             int same = a && b && a->n == b->n;
             for (uint64_t i = 0; same && i < 151643; i++) same = !strcmp(a->strs[i].str, b->strs[i].str);
@@ -242,11 +244,14 @@ static void test_qwen3_tokenizer(void) {
 /* tokenizer.ggml.pre from the pre-tokenizer's regex where it is a known one, else from the
  * architecture: Qwen3's regex is qwen2's even for a llama model. */
 static void test_pre_tokenizer_names(void) {
-    static const struct { const char *pre, *arch, *want; } cases[] = {
+    static const struct {
+        const char *pre, *arch, *want;
+    } cases[] = {
         {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}", "llama", "gpt-2"},
         {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
          "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?x\"}},"
-         "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "qwen3", "llama-bpe"},
+         "{\"type\":\"ByteLevel\",\"use_regex\":false}]}",
+         "qwen3", "llama-bpe"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen35", "qwen35"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen3", "qwen2"},
     };
@@ -255,17 +260,21 @@ static void test_pre_tokenizer_names(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
         FILE *fp = fopen(path, "w");
-        if (fp) fprintf(fp, "{\"added_tokens\":[],\"pre_tokenizer\":%s,\"decoder\":{\"type\":\"ByteLevel\"},"
-                            "\"model\":{\"type\":\"BPE\","
-                            "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}", cases[i].pre), fclose(fp);
+        if (fp)
+            fprintf(fp,
+                    "{\"added_tokens\":[],\"pre_tokenizer\":%s,\"decoder\":{\"type\":\"ByteLevel\"},"
+                    "\"model\":{\"type\":\"BPE\","
+                    "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}",
+                    cases[i].pre),
+                fclose(fp);
         snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
         fp = fopen(path, "w");
         if (fp) fputs("{}", fp), fclose(fp);
         trit_err e;
         gguf_file *f = hf_vocab_open(dir, cases[i].arch, 0, &e);
         const char *pre = NULL;
-        CHECKF(f && gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, cases[i].want), "case %zu: %s", i,
-               f ? pre : e.msg);
+        CHECKF(f && gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL) == 1 && !strcmp(pre, cases[i].want),
+               "case %zu: %s", i, f ? pre : e.msg);
         gguf_close(f);
     }
     gguf_file *f = hf_vocab_open(shared_path("data/tokenizers/qwen3"), "llama", 151936, NULL);
@@ -320,11 +329,13 @@ static size_t st_buf(uint8_t *buf, const char *header, size_t data) {
 static void test_safetensors_strict(void) {
     uint8_t buf[1024];
     trit_err e;
-    size_t n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
-                           "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}", 32);
+    size_t n = st_buf(buf,
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}",
+                      32);
     st_file *f = st_open_buffer(buf, n, "ok", &e);
-    CHECKF(f && f->n == 2 && st_find(f, "b") && st_find(f, "b")->type == TYPE_BF16 && st_find(f, "a")->shape[1] == 3, "%s",
-           f ? "wrong table" : e.msg);
+    CHECKF(f && f->n == 2 && st_find(f, "b") && st_find(f, "b")->type == TYPE_BF16 && st_find(f, "a")->shape[1] == 3,
+           "%s", f ? "wrong table" : e.msg);
     st_close(f);
     expect_st_error(buf, 5, "truncated");
     uint64_t big = 1u << 20;
@@ -336,8 +347,10 @@ static void test_safetensors_strict(void) {
     expect_st_error(buf, n, "shape needs 12");
     n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", 8);
     expect_st_error(buf, n, "past the 8 data bytes");
-    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12);
+    n = st_buf(buf,
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+               12);
     expect_st_error(buf, n, "overlap");
     n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],", 8);
     expect_st_error(buf, n, "not a JSON object");
@@ -345,8 +358,10 @@ static void test_safetensors_strict(void) {
     expect_st_error(buf, n, "bad shape");
     n = st_buf(buf, "{\"a\\nb\":{\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
     expect_st_error(buf, n, "tensor 'a?b' has dtype X"); /* control bytes never break the line */
-    n = st_buf(buf, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    n = st_buf(buf,
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+               8);
     expect_st_error(buf, n, "duplicate");
 }
 
@@ -355,8 +370,8 @@ static void expect_cli_error(const char *dir, const char *want) {
     char cmd[4300], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s quantize %s %s/o.gguf F32 2>&1", trit_bin(), dir, dir);
     int rc = run_cmd(cmd, &out);
-    CHECKF(rc == 1 && out && strstr(out, want) && strchr(out, '\n') == out + strlen(out) - 1, "want '%s': rc %d, '%s'", want,
-           rc, out ? out : "");
+    CHECKF(rc == 1 && out && strstr(out, want) && strchr(out, '\n') == out + strlen(out) - 1, "want '%s': rc %d, '%s'",
+           want, rc, out ? out : "");
     free(out);
 }
 
@@ -376,14 +391,16 @@ static void test_folder_strict(void) {
     make_dir(dir, sizeof dir);
     if (hf_write(shared_path("golden/models/tiny-qwen3-F32.gguf"), dir, TYPE_F32, 2)) return remove_dir(dir);
     char cmd[4400], *out = NULL; /* first the intact folder: converted, and the result runs */
-    snprintf(cmd, sizeof cmd,
-             "%s quantize %s %s/o.gguf PQ2_0 2>/dev/null && %s run -m %s/o.gguf -p 'Once upon' -n 4 --temp 0 2>/dev/null",
-             trit_bin(), dir, dir, trit_bin(), dir);
+    snprintf(
+        cmd, sizeof cmd,
+        "%s quantize %s %s/o.gguf PQ2_0 2>/dev/null && %s run -m %s/o.gguf -p 'Once upon' -n 4 --temp 0 2>/dev/null",
+        trit_bin(), dir, dir, trit_bin(), dir);
     CHECKF(run_cmd(cmd, &out) == 0 && out && *out, "quantize + run: '%s'", out ? out : "");
     free(out);
     /* the writer puts tensors alternately in the two shards: embed_tokens in the first */
     edit_index(dir, "model.embed_tokens.weight", "model-00002-of-00002.safetensors");
-    expect_cli_error(dir, "'model.embed_tokens.weight' is in model-00001-of-00002.safetensors, which the index does not say");
+    expect_cli_error(
+        dir, "'model.embed_tokens.weight' is in model-00001-of-00002.safetensors, which the index does not say");
     edit_index(dir, "model.embed_tokens.weight", "model-00001-of-00002.safetensors");
     edit_index(dir, "model.layers.0.mlp.up_proj.weight", NULL);
     expect_cli_error(dir, "'model.layers.0.mlp.up_proj.weight' is in model-00001-of-00002.safetensors, which");

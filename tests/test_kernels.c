@@ -52,7 +52,10 @@ static int d_offset(uint32_t t) {
     case TYPE_PTQ1_0: return 26;
     case TYPE_TQ1_0: return 52;
     case TYPE_TQ2_0: return 64;
-    case TYPE_Q8_0: case TYPE_Q1_0: case TYPE_Q2_0: case TYPE_PQ2_0: return 0;
+    case TYPE_Q8_0:
+    case TYPE_Q1_0:
+    case TYPE_Q2_0:
+    case TYPE_PQ2_0: return 0;
     default: return -1;
     }
 }
@@ -130,8 +133,8 @@ static double abs_terms(uint32_t t, const uint8_t *w, const uint8_t *a, int64_t 
 
 /* Outputs got (a variant, plain or repacked) against the scalar reference; 1 when they differ. */
 static int compare_out(const char *who, uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
-                       const uint8_t *a, size_t as, const float *ref, const float *got, size_t os, float *tmp, int wmode,
-                       int amode, int pad) {
+                       const uint8_t *a, size_t as, const float *ref, const float *got, size_t os, float *tmp,
+                       int wmode, int amode, int pad) {
     const char *tn = type_name(t);
     for (int64_t tk = 0; tk < toks; tk++)
         for (int64_t r = 0; r < (int64_t)os; r++) {
@@ -149,9 +152,11 @@ static int compare_out(const char *who, uint32_t t, int64_t n, int64_t rows, int
             double diff = fabs((double)g - (double)e);
             if (s > 0 && diff / s > worst_seen) worst_seen = diff / s;
             if (!(diff <= BOUND * s)) {
-                test_failed(__FILE__, __LINE__, "%s %s n=%lld rows=%lld toks=%lld w%d a%d pad%d [t%lld r%lld]: %.9g vs ref %.9g (sum|terms| %.3g)",
-                            who, tn, (long long)n, (long long)rows, (long long)toks, wmode, amode, pad, (long long)tk,
-                            (long long)r, g, e, s);
+                test_failed(
+                    __FILE__, __LINE__,
+                    "%s %s n=%lld rows=%lld toks=%lld w%d a%d pad%d [t%lld r%lld]: %.9g vs ref %.9g (sum|terms| %.3g)",
+                    who, tn, (long long)n, (long long)rows, (long long)toks, wmode, amode, pad, (long long)tk,
+                    (long long)r, g, e, s);
                 return 1;
             }
         }
@@ -187,7 +192,8 @@ static int same_out(const char *who, const char *what, uint32_t t, int64_t n, in
 }
 
 static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, const uint8_t *w, size_t ws,
-                         const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode, int pad) {
+                         const uint8_t *a, size_t as, const float *ref, size_t os, float *tmp, int wmode, int amode,
+                         int pad) {
     float *got = malloc((size_t)toks * os * sizeof(float)), *sc = malloc((size_t)toks * os * sizeof(float)),
           *sc0 = malloc((size_t)toks * os * sizeof(float));
     REQUIRE(got && sc && sc0);
@@ -211,7 +217,8 @@ static void check_packed(uint32_t t, int64_t n, int64_t rows, int64_t toks, cons
                 memcpy(sc, got, (size_t)toks * os * sizeof(float));
                 if (l == RP_C2) memcpy(sc0, got, (size_t)toks * os * sizeof(float));
                 else if (same_out(who, "scalar packed c2", t, n, rows, toks, got, sc0, os)) break;
-                if ((t == TYPE_PQ2_0 || t == TYPE_PTQ1_0) && same_out(who, "ref", t, n, rows, toks, got, ref, os)) break;
+                if ((t == TYPE_PQ2_0 || t == TYPE_PTQ1_0) && same_out(who, "ref", t, n, rows, toks, got, ref, os))
+                    break;
             } else if (is_exact_packed(all[v]->name) && same_out(who, "scalar packed", t, n, rows, toks, got, sc, os))
                 break;
         }
@@ -227,7 +234,8 @@ static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wm
     const type_traits *tt = type_get(t);
     size_t wrow = (size_t)type_row_bytes(t, n), arow = (size_t)type_row_bytes((uint32_t)tt->vec_dot_type, n);
     size_t ws = wrow + (size_t)(pad ? 12 : 0), as = arow + (size_t)(pad ? 4 : 0), os = (size_t)rows + (pad ? 3 : 0);
-    size_t wbytes = (size_t)(rows - 1) * ws + wrow + (pad ? 4 : 0), abytes = (size_t)(toks - 1) * as + arow + (pad ? 4 : 0);
+    size_t wbytes = (size_t)(rows - 1) * ws + wrow + (pad ? 4 : 0),
+           abytes = (size_t)(toks - 1) * as + arow + (pad ? 4 : 0);
     uint8_t *wbuf = malloc(wbytes), *abuf = malloc(abytes);
     float *tmp = malloc((size_t)n * 2 * sizeof(float)), *ref = calloc((size_t)toks * os, sizeof(float)),
           *got = calloc((size_t)toks * os, sizeof(float));
@@ -243,7 +251,8 @@ static void check_case(uint32_t t, int64_t n, int64_t rows, int64_t toks, int wm
         ks->matmul[t](n, w, ws, rows, a, as, toks, got, os);
         compare_out(ks->name, t, n, rows, toks, w, ws, a, as, ref, got, os, tmp, wmode, amode, pad);
     }
-    if (repack_type_ok(t, RP_C2) && n % RP_K == 0) check_packed(t, n, rows, toks, w, ws, a, as, ref, os, tmp, wmode, amode, pad);
+    if (repack_type_ok(t, RP_C2) && n % RP_K == 0)
+        check_packed(t, n, rows, toks, w, ws, a, as, ref, os, tmp, wmode, amode, pad);
     free(wbuf), free(abuf), free(tmp), free(ref), free(got);
 }
 
@@ -254,7 +263,8 @@ static void swiglu_sets(void) {
     enum { N = 4099 };
     float *g = malloc(N * sizeof *g), *u = malloc(N * sizeof *u), *y = malloc(N * sizeof *y);
     REQUIRE(g && u && y);
-    for (int i = 0; i < N; i++) g[i] = -120.0f + 240.0f * (float)i / (N - 1), u[i] = (i % 3 ? 1.0f : -0.37f) * (1 + i % 7);
+    for (int i = 0; i < N; i++)
+        g[i] = -120.0f + 240.0f * (float)i / (N - 1), u[i] = (i % 3 ? 1.0f : -0.37f) * (1 + i % 7);
     g[5] = 0, g[6] = -0.0f, g[7] = 1e-30f, g[8] = 88.7f, g[9] = -88.7f, g[10] = 87.0f;
     const kernel_set *all[NVARIANTS + 1] = {kernels_variant("scalar")};
     for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
@@ -301,11 +311,13 @@ static void rmsnorm_sets(void) {
                 const double scale = 1.0 / sqrt(ss / n + 1e-6);
                 for (int i = 0; i < n; i++) {
                     const double want = x[i] * scale * (wp ? wp[i] : 1.0);
-                    CHECKF(fabs(ref[i] - want) <= 4 * 0x1p-23 * fabs(want), "scalar rmsnorm n=%d [%d]: %g vs %g", n, i, ref[i], want);
+                    CHECKF(fabs(ref[i] - want) <= 4 * 0x1p-23 * fabs(want), "scalar rmsnorm n=%d [%d]: %g vs %g", n, i,
+                           ref[i], want);
                 }
                 if (!ks) continue;
                 ks->rmsnorm(got, x, wp, n, 1e-6f);
-                CHECKF(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "%s rmsnorm n=%d w=%d differs from scalar", ks->name, n, with_w);
+                CHECKF(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "%s rmsnorm n=%d w=%d differs from scalar",
+                       ks->name, n, with_w);
                 CHECKF(got[n] == 42.0f, "%s rmsnorm wrote past %d", ks->name, n);
                 memcpy(got, x, (size_t)n * sizeof *got); /* in place, as the head norms run */
                 ks->rmsnorm(got, got, wp, n, 1e-6f);
@@ -338,7 +350,8 @@ static void variants_resolve(void) {
     for (size_t v = 0; v < NVARIANTS; v++) all[v + 1] = kernels_variant(variants[v]);
     for (size_t v = 0; v <= NVARIANTS; v++) {
         if (!all[v]) continue;
-        for (size_t i = 0; i < NTYPES; i++) CHECKF(all[v]->matmul[mm_types[i]], "%s lacks %s", all[v]->name, type_name(mm_types[i]));
+        for (size_t i = 0; i < NTYPES; i++)
+            CHECKF(all[v]->matmul[mm_types[i]], "%s lacks %s", all[v]->name, type_name(mm_types[i]));
         const uint32_t acts[] = {TYPE_Q8_0, TYPE_Q8_K, TYPE_F16, TYPE_BF16, TYPE_F32};
         for (size_t i = 0; i < 5; i++) CHECK(all[v]->quantize_act[acts[i]] != NULL);
     }
@@ -360,7 +373,8 @@ static void matmul_shapes(void) {
     for (size_t i = 0; i < NTYPES; i++) {
         int64_t n = unit_of(mm_types[i]) * 3;
         for (int64_t rows = 1; rows <= 9; rows++)
-            for (int64_t toks = 1; toks <= 9; toks++) check_case(mm_types[i], n, rows, toks, W_RAW, A_RANDOM, (int)((rows + toks) % 2));
+            for (int64_t toks = 1; toks <= 9; toks++)
+                check_case(mm_types[i], n, rows, toks, W_RAW, A_RANDOM, (int)((rows + toks) % 2));
     }
 }
 
@@ -371,7 +385,8 @@ static void matmul_batches(void) {
     for (size_t i = 0; i < NTYPES; i++) {
         int64_t u = unit_of(mm_types[i]), n = (4608 / u | 1) * u;
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
-            check_case(mm_types[i], k % 4 == 1 ? u * 3 : n, 13 + (int64_t)(k * 7 % 23), toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 3 == 0));
+            check_case(mm_types[i], k % 4 == 1 ? u * 3 : n, 13 + (int64_t)(k * 7 % 23), toks[k],
+                       k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 3 == 0));
     }
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
@@ -384,7 +399,8 @@ static void matmul_packed_batches(void) {
     for (size_t i = 0; i < NTYPES; i++) {
         if (!repack_type_ok(mm_types[i], RP_C2)) continue;
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++)
-            check_case(mm_types[i], RP_K * (1 + (int64_t)(k % 3)), 3 * RP_ROWS + 5, toks[k], k % 2 ? W_RAW : W_RANDOM, A_RANDOM, (int)(k % 2));
+            check_case(mm_types[i], RP_K * (1 + (int64_t)(k % 3)), 3 * RP_ROWS + 5, toks[k], k % 2 ? W_RAW : W_RANDOM,
+                       A_RANDOM, (int)(k % 2));
         check_case(mm_types[i], RP_K, 530, 70, W_RAW, A_RANDOM, 1);
     }
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
@@ -398,7 +414,8 @@ static void matmul_packed_tiles(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
             for (int64_t toks = 1; toks <= 17; toks++)
-                check_case(types[i], 2 * RP_K, rows[r], toks, toks % 3 ? W_RAW : W_RANDOM, A_RANDOM, (int)((toks + (int64_t)r) % 2));
+                check_case(types[i], 2 * RP_K, rows[r], toks, toks % 3 ? W_RAW : W_RANDOM, A_RANDOM,
+                           (int)((toks + (int64_t)r) % 2));
     printf("    worst |diff| / sum|terms| so far: %.3g\n", worst_seen);
 }
 
@@ -426,8 +443,10 @@ static void quantize_act_bitexact(void) {
             switch (mode) {
             case 0: x[i] = frand(); break;
             case 1: x[i] = (float)((int)(rnd() % 255) - 127) + 0.5f; break; /* ties once scaled by 1 */
-            case 2: memcpy(&x[i], &bits, 4); break;                         /* any bit pattern */
-            case 3: x[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? INFINITY : i % 83 == 0 ? -INFINITY : frand() * 1e-40f; break;
+            case 2: memcpy(&x[i], &bits, 4); break; /* any bit pattern */
+            case 3:
+                x[i] = i % 97 == 0 ? NAN : i % 89 == 0 ? INFINITY : i % 83 == 0 ? -INFINITY : frand() * 1e-40f;
+                break;
             case 4: x[i] = i % 3 ? 0.0f : -0.0f; break;
             default: x[i] = (i % 256 == 255) ? NAN : frand() * 1e30f; break;
             }
@@ -441,12 +460,15 @@ static void quantize_act_bitexact(void) {
             for (size_t v = 0; v < NVARIANTS; v++) {
                 const kernel_set *ks = kernels_variant(variants[v]);
                 if (!ks) continue;
-                for (int64_t len = n; len >= at->blck; len = len == n ? 7 * at->blck : len == 7 * at->blck ? at->blck : 0) {
+                for (int64_t len = n; len >= at->blck; len = len == n ? 7 * at->blck
+                         : len == 7 * at->blck                        ? at->blck
+                                                                      : 0) {
                     size_t lb = (size_t)type_row_bytes(acts[k], len);
                     memset(got, 0xa5, bytes + 64);
                     ks->quantize_act[acts[k]](x, got, len);
                     at->quantize_act(x, ref, len);
-                    CHECKF(memcmp(got, ref, lb) == 0, "%s %s mode %d len %lld differs", ks->name, at->name, mode, (long long)len);
+                    CHECKF(memcmp(got, ref, lb) == 0, "%s %s mode %d len %lld differs", ks->name, at->name, mode,
+                           (long long)len);
                     CHECKF(got[lb] == 0xa5, "%s %s wrote past the row", ks->name, at->name);
                     if (len == 0) break;
                 }
@@ -474,7 +496,8 @@ static void trit_cpu_env(void) {
         const kernel_set *ks = kernels_select(reqs[i]);
         snprintf(want, sizeof want, "chosen %s\n", ks->name);
         CHECKF(rc == 0 && out && strstr(out, want), "TRIT_CPU=%s: %s", reqs[i], out ? out : "(no output)");
-        CHECKF((kernels_variant(reqs[i]) == NULL) == (out && strstr(out, "not available") != NULL), "TRIT_CPU=%s note: %s", reqs[i], out ? out : "");
+        CHECKF((kernels_variant(reqs[i]) == NULL) == (out && strstr(out, "not available") != NULL),
+               "TRIT_CPU=%s note: %s", reqs[i], out ? out : "");
         free(out);
     }
 #endif

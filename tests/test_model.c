@@ -31,11 +31,11 @@ static trit_model *load(const char *path) {
 }
 
 typedef struct {
-    double max_abs;     /* largest |ours - golden| over all compared rows */
-    int rows, top1_ok;  /* rows compared, rows whose argmax agrees */
-    int top1_clear;     /* rows whose golden top-1 leads top-2 by more than the tolerance */
+    double max_abs; /* largest |ours - golden| over all compared rows */
+    int rows, top1_ok; /* rows compared, rows whose argmax agrees */
+    int top1_clear; /* rows whose golden top-1 leads top-2 by more than the tolerance */
     int top1_clear_ok;
-    int greedy_ok;      /* greedy runs reproduced token for token */
+    int greedy_ok; /* greedy runs reproduced token for token */
 } cmp_stats;
 
 /* Compares one row; the golden row's top-1 counts as clear when it leads top-2 by 2 * tol. */
@@ -80,7 +80,8 @@ static void golden_run(const char *model_file, const char *dump, double tol, cmp
         int32_t toks[128];
         if (n > 128) break;
         for (int k = 0; k < n; k++) toks[k] = (int32_t)json_integer_value(json_array_get(jt, k));
-        size_t off = (size_t)json_integer_value(json_object_get(json_object_get(run, "prompt_logits"), "offset_floats"));
+        size_t off =
+            (size_t)json_integer_value(json_object_get(json_object_get(run, "prompt_logits"), "offset_floats"));
         trit_session_params sp = {.n_ctx = 256, .kv_f32 = kv_f32};
         trit_session *s = trit_session_new(m, &sp, err, sizeof err);
         float *lg = malloc((size_t)n * nv * sizeof(float));
@@ -148,8 +149,8 @@ static void golden_default(const char *file, const char *dump, double tol, int n
     if (need_greedy) CHECKF(st[0].greedy_ok == 1, "%s on %s: seq_a greedy continuation differs", file, dump);
     for (int r = 0; r < 2; r++) {
         CHECKF(st[r].max_abs <= tol, "%s on %s: run %d max |diff| %g > %g", file, dump, r, st[r].max_abs, tol);
-        CHECKF(st[r].top1_clear_ok == st[r].top1_clear, "%s on %s: run %d top-1 %d/%d where the margin is clear",
-               file, dump, r, st[r].top1_clear_ok, st[r].top1_clear);
+        CHECKF(st[r].top1_clear_ok == st[r].top1_clear, "%s on %s: run %d top-1 %d/%d where the margin is clear", file,
+               dump, r, st[r].top1_clear_ok, st[r].top1_clear);
     }
     printf("    %-30s vs %-28s max |diff| %.1e / %.1e, top-1 %d/%d + %d/%d, greedy %s\n", file, dump, st[0].max_abs,
            st[1].max_abs, st[0].top1_ok, st[0].rows, st[1].top1_ok, st[1].rows, st[0].greedy_ok ? "same" : "differs");
@@ -228,7 +229,8 @@ static void test_stories_reference_logits(void) {
             max_abs = fmax(max_abs, fabs(ref));
         }
     CHECKF(max_diff <= 1e-3 * max_abs, "max |diff| %g vs largest |logit| %g", max_diff, max_abs);
-    printf("    stories260K: max |diff| %.3g = %.2g of the largest |logit| %.1f\n", max_diff, max_diff / max_abs, max_abs);
+    printf("    stories260K: max |diff| %.3g = %.2g of the largest |logit| %.1f\n", max_diff, max_diff / max_abs,
+           max_abs);
     free(lg);
     trit_session_free(s);
     trit_model_free(m);

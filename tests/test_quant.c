@@ -163,7 +163,8 @@ static void test_fold_exact(void) {
 static void test_fold_tied(void) {
     synth_params sp = {.type = TYPE_F32, .seed = 3, .n_threads = 2};
     trit_err e;
-    REQUIRE(!synth_shape_named(SYNTH_LLAMA, "tiny", &sp.shape, &e) && !synth_shape_set(&sp.shape, "tied=1,layers=1", &e));
+    REQUIRE(!synth_shape_named(SYNTH_LLAMA, "tiny", &sp.shape, &e) &&
+            !synth_shape_set(&sp.shape, "tied=1,layers=1", &e));
     char in[64];
     tmp_path(in, sizeof in);
     REQUIREF(!synth_write(&sp, in, &e), "%s", e.msg);
@@ -200,11 +201,13 @@ static void test_optimal_vs_plain(void) {
             for (int g = 0; g < N; g += (int)tt->blck) {
                 tern_stats st = {0};
                 ternarize(x + g, NULL, q + g, tt->blck, (int)tt->blck, &st);
-                CHECKF(st.err <= st.err_plain, "kind %d %s group %d: %g > plain %g", kind, tt->name, g, st.err, st.err_plain);
+                CHECKF(st.err <= st.err_plain, "kind %d %s group %d: %g > plain %g", kind, tt->name, g, st.err,
+                       st.err_plain);
             }
             tern_stats all = {0};
             ternarize(x, NULL, q, N, (int)tt->blck, &all);
-            if (kind == 0) CHECKF(all.err < 0.8 * all.err_plain, "Gaussian %s: %g vs plain %g", tt->name, all.err, all.err_plain);
+            if (kind == 0)
+                CHECKF(all.err < 0.8 * all.err_plain, "Gaussian %s: %g vs plain %g", tt->name, all.err, all.err_plain);
             tt->quantize(q, blocks, N);
             tt->to_float(blocks, back, N);
             CHECKF(!memcmp(q, back, N * 4), "kind %d: %s does not store the grid exactly", kind, tt->name);
@@ -258,14 +261,22 @@ static void test_bad_args(void) {
     const char *m = shared_path("golden/models/tiny-llama-F32.gguf");
     const char *rot = shared_path("golden/models/tiny-qwen3-hadamard-PQ2_0.gguf");
     const char *fmts[] = {
-        "quantize", "quantize %1$s /tmp/trit-quant-never.gguf", "quantize %1$s /tmp/trit-quant-never.gguf Q4_K",
-        "quantize %1$s /tmp/trit-quant-never.gguf PTQ1_0 x", "quantize --tensor-type attn PTQ1_0 %1$s /tmp/trit-quant-never.gguf",
+        "quantize",
+        "quantize %1$s /tmp/trit-quant-never.gguf",
+        "quantize %1$s /tmp/trit-quant-never.gguf Q4_K",
+        "quantize %1$s /tmp/trit-quant-never.gguf PTQ1_0 x",
+        "quantize --tensor-type attn PTQ1_0 %1$s /tmp/trit-quant-never.gguf",
         "quantize --tensor-type '(=q8_0' %1$s /tmp/trit-quant-never.gguf PTQ1_0",
-        "quantize --rotate-block 64 %1$s /tmp/trit-quant-never.gguf F32", "quantize --bogus %1$s /tmp/x.gguf F32",
-        "quantize --rotate %2$s /tmp/trit-quant-never.gguf PQ2_0", "quantize --rotate --rotate-block 96 %1$s /tmp/trit-quant-never.gguf F32",
-        "quantize /nonexistent.gguf /tmp/trit-quant-never.gguf F32", "quantize %1$s %1$s F32",
-        "perplexity -m %1$s", "perplexity -m %1$s -f /nonexistent.txt", "perplexity -m %1$s --kl-divergence",
-"perplexity -m %1$s --kl-divergence-base README.md --kl-divergence",
+        "quantize --rotate-block 64 %1$s /tmp/trit-quant-never.gguf F32",
+        "quantize --bogus %1$s /tmp/x.gguf F32",
+        "quantize --rotate %2$s /tmp/trit-quant-never.gguf PQ2_0",
+        "quantize --rotate --rotate-block 96 %1$s /tmp/trit-quant-never.gguf F32",
+        "quantize /nonexistent.gguf /tmp/trit-quant-never.gguf F32",
+        "quantize %1$s %1$s F32",
+        "perplexity -m %1$s",
+        "perplexity -m %1$s -f /nonexistent.txt",
+        "perplexity -m %1$s --kl-divergence",
+        "perplexity -m %1$s --kl-divergence-base README.md --kl-divergence",
     };
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         char args[1024], cmd[2048], errf[64];
@@ -321,7 +332,8 @@ static int tiny_stories_tokens(trit_model *m, int32_t **tok) {
     char *text = read_file(shared_path("data/text/tinystories_valid_first1000.txt"), &len);
     int n = 0;
     trit_err e;
-    if (text && ppl_tokenize(m, text, len > 20000 ? 20000 : len, tok, &n, &e)) test_failed(__FILE__, __LINE__, "%s", e.msg);
+    if (text && ppl_tokenize(m, text, len > 20000 ? 20000 : len, tok, &n, &e))
+        test_failed(__FILE__, __LINE__, "%s", e.msg);
     free(text);
     return n;
 }
@@ -357,7 +369,8 @@ static void test_perplexity_format(void) {
     int rc = run_cmd(cmd, &out);
     double v[4], ppl, unc;
     int n = out ? sscanf(out, "[1]%lf,[2]%lf,[3]%lf,[4]%lf,\nFinal estimate: PPL = %lf +/- %lf", &v[0], &v[1], &v[2],
-                         &v[3], &ppl, &unc) : 0;
+                         &v[3], &ppl, &unc)
+                : 0;
     CHECKF(rc == 0 && n == 6 && ppl == v[3] && unc > 0, "rc %d, output:\n%s", rc, out ? out : "");
     free(out);
 }
@@ -385,10 +398,12 @@ static void test_kld(void) {
     quant_params qp = params(TYPE_Q8_0);
     quant_summary s;
     char err[512];
-    trit_model *mq = quant(shared_path("data/models/stories260K.gguf"), q8, &qp, &s) ? NULL
-                                                                                       : trit_model_load(q8, NULL, err, sizeof err);
+    trit_model *mq = quant(shared_path("data/models/stories260K.gguf"), q8, &qp, &s)
+        ? NULL
+        : trit_model_load(q8, NULL, err, sizeof err);
     if (mq && !ppl_kld(mq, base, &p, &k, &e))
-        CHECKF(k.kld > 0 && k.kld < 0.05 && k.same_top > 0.9 && k.same_top < 1, "Q8_0: KLD %g, top %g", k.kld, k.same_top);
+        CHECKF(k.kld > 0 && k.kld < 0.05 && k.same_top > 0.9 && k.same_top < 1, "Q8_0: KLD %g, top %g", k.kld,
+               k.same_top);
     else test_failed(__FILE__, __LINE__, "Q8_0 compare failed: %s", e.msg);
     FILE *f = fopen(base, "r+b"); /* a truncated base file is refused */
     if (f) fclose(f), truncate(base, 100);

@@ -48,7 +48,8 @@ static void test_packed_vs_unpacked(void) {
                 double d = rel_diff(y, x, 8 * (size_t)nv);
                 CHECKF(d <= 1e-2, "%s: packed vs unpacked %g", rel, d);
                 worst = fmax(worst, d);
-                CHECKF(!strcmp(src_on, "built") && !strcmp(src_off, "none"), "%s: repack %s / %s", rel, src_on, src_off);
+                CHECKF(!strcmp(src_on, "built") && !strcmp(src_off, "none"), "%s: repack %s / %s", rel, src_on,
+                       src_off);
             } else CHECKF(0, "%s: no logits", rel);
             free(x), free(y);
         }
@@ -161,7 +162,8 @@ static void test_cache_roundtrip(void) {
     trit_err err;
     if (img && !rc_parse(img, size, &id, &e, &n, &err)) {
         int out = 0, emb = 0;
-        for (uint32_t i = 0; i < n; i++) out += !strcmp(e[i].name, "output.weight"), emb += !strcmp(e[i].name, "token_embd.weight");
+        for (uint32_t i = 0; i < n; i++)
+            out += !strcmp(e[i].name, "output.weight"), emb += !strcmp(e[i].name, "token_embd.weight");
         CHECKF(out == 1 && emb == 0, "output.weight %d, token_embd.weight %d in the cache", out, emb);
         CHECK(n > 10 && id.size == 372160);
     } else CHECKF(0, "the cache does not parse: %s", img ? err.msg : "unreadable");
@@ -171,8 +173,7 @@ static void test_cache_roundtrip(void) {
      * rows), with the logits of the file layout. */
     REQUIRE(scratch_new(&s, "golden/models/tiny-qwen3-PTQ1_0.gguf") == 0);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s synth --arch qwen3 --dims tied=1 --type PTQ1_0 -o %s 2>&1", trit_bin(),
-             s.model);
+    snprintf(cmd, sizeof cmd, "%s synth --arch qwen3 --dims tied=1 --type PTQ1_0 -o %s 2>&1", trit_bin(), s.model);
     CHECK(run_cmd(cmd, NULL) == 0);
     a = load_logits(&s, 1, &nv, &src[0]);
     trit_model_params off = params(0, 0);
@@ -182,7 +183,8 @@ static void test_cache_roundtrip(void) {
     img = cache_files(s.cache, file, sizeof file) == 1 ? read_file(file, &size) : NULL;
     if (img && !rc_parse(img, size, &id, &e, &n, &err)) {
         int out = 0, emb = 0;
-        for (uint32_t i = 0; i < n; i++) out += !strcmp(e[i].name, "output.weight"), emb += !strcmp(e[i].name, "token_embd.weight");
+        for (uint32_t i = 0; i < n; i++)
+            out += !strcmp(e[i].name, "output.weight"), emb += !strcmp(e[i].name, "token_embd.weight");
         CHECKF(out == 0 && emb == 1, "tied: output.weight %d, token_embd.weight %d in the cache", out, emb);
     } else CHECKF(0, "no cache of the tied model");
     free(e), free(img), free(a), free(b);
@@ -212,8 +214,8 @@ static void test_cache_rebuilt(void) {
     for (int k = 0; k < 6; k++) {
         uint8_t *img = read_file(file, &size);
         REQUIRE(img);
-        const char *what[] = {"truncated", "a flipped table byte", "a flipped header byte", "another file's",
-                              "not a cache", "empty"};
+        const char *what[] = {"truncated",      "a flipped table byte", "a flipped header byte",
+                              "another file's", "not a cache",          "empty"};
         FILE *f = fopen(file, "wb");
         REQUIRE(f);
         if (k == 0) fwrite(img, 1, size - 1, f);
@@ -227,7 +229,8 @@ static void test_cache_rebuilt(void) {
         CHECKF(same_floats(ref, x, nv), "%s cache: logits differ", what[k]);
         free(x);
         x = load_logits(&s, 1, &nv, &src);
-        CHECKF(src && !strcmp(src, "cache") && same_floats(ref, x, nv), "%s cache: not replaced by a valid one", what[k]);
+        CHECKF(src && !strcmp(src, "cache") && same_floats(ref, x, nv), "%s cache: not replaced by a valid one",
+               what[k]);
         free(x);
     }
     /* touching the model file makes its cache stale */
@@ -262,7 +265,8 @@ static void test_cache_unwritable(void) {
     close(saved);
     char *text = read_file(log, NULL);
     CHECKF(x && src && !strcmp(src, "built"), "unwritable cache: %s", src ? src : "load failed");
-    CHECKF(text && count_lines(text) == 1 && strstr(text, "trit: repack cache: ") && strstr(text, "stay in memory only"),
+    CHECKF(text && count_lines(text) == 1 && strstr(text, "trit: repack cache: ") &&
+               strstr(text, "stay in memory only"),
            "stderr: %s", text ? text : "?");
     free(text), free(x);
     scratch_free(&s, saved_env);
@@ -303,10 +307,10 @@ static void test_cache_parse(void) {
     const uint8_t *t0 = ok + RC_HEADER_BYTES, *t1 = t0 + RC_ENTRY_BYTES;
     struct {
         const char *want;
-        size_t at;          /* byte to change (from the image start) */
-        uint64_t value;     /* written there as u64 (u8 when small_write) */
+        size_t at; /* byte to change (from the image start) */
+        uint64_t value; /* written there as u64 (u8 when small_write) */
         int small_write, reseal;
-        size_t cut;         /* bytes dropped from the end */
+        size_t cut; /* bytes dropped from the end */
     } cases[] = {
         {"checksum mismatch", (size_t)(t0 - ok) + 2, 'X', 1, 0, 0},
         {"truncated", 72, 0, 0, 0, 1}, /* (writes the reserved zeros again) */
@@ -338,8 +342,8 @@ static void test_cache_parse(void) {
         if (cases[k].reseal) rc_seal(b);
         got = NULL;
         int r = rc_parse(b, (size_t)total - cases[k].cut, &id, &got, &n, &err);
-        CHECKF(r == -1 && strstr(err.msg, cases[k].want) && !got, "case %zu: want '%s', got %d '%s'", k, cases[k].want, r,
-               r ? err.msg : "");
+        CHECKF(r == -1 && strstr(err.msg, cases[k].want) && !got, "case %zu: want '%s', got %d '%s'", k, cases[k].want,
+               r, r ? err.msg : "");
         free(got);
     }
     free(b), free(ok);
@@ -349,7 +353,8 @@ static void test_cache_parse(void) {
 static void test_flags(void) {
     const char *m = shared_path("golden/models/tiny-llama-PTQ1_0.gguf");
     const char *cmds[] = {"run -m %s -p hi -n 2 --temp 0 -nr", "run -m %s -p hi -n 2 --temp 0 --no-repack",
-                          "bench -m %s -p 0 -n 1 -r 1 -nr", "tokenize -m %s -p hi -nr", "logits -m %s --tokens 1 -o /dev/null -nr"};
+                          "bench -m %s -p 0 -n 1 -r 1 -nr", "tokenize -m %s -p hi -nr",
+                          "logits -m %s --tokens 1 -o /dev/null -nr"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[512], cmd[1024];
         snprintf(args, sizeof args, cmds[i], m);
@@ -358,7 +363,8 @@ static void test_flags(void) {
     }
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "LLAMA_ARG_NO_REPACK=maybe %s serve -m %s 2>&1", trit_bin(), m);
-    CHECK(run_cmd(cmd, &out) == 1 && out && count_lines(out) == 1 && strstr(out, "LLAMA_ARG_NO_REPACK expects true or false"));
+    CHECK(run_cmd(cmd, &out) == 1 && out && count_lines(out) == 1 &&
+          strstr(out, "LLAMA_ARG_NO_REPACK expects true or false"));
     free(out), out = NULL;
     snprintf(cmd, sizeof cmd, "%s serve --help", trit_bin());
     CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "-nr, --no-repack") && strstr(out, "LLAMA_ARG_NO_REPACK"));

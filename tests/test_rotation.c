@@ -144,8 +144,9 @@ static void test_gdn_v_grouped(void) {
     g_signs = signs;
     const char *plain = tmp_path("plain"), *grouped = tmp_path("grouped"), *unflagged = tmp_path("unflagged");
     gguf_kv flag = {.key = K "gdn_v_grouped", .type = GGUF_BOOL, .n = 1, .v.u64 = 1};
-    int rc = gguf_copy_edit(src, plain, NULL, NULL, tensor_keep) || gguf_copy_edit(src, grouped, flag.key, &flag, group_ssm_out) ||
-             gguf_copy_edit(src, unflagged, NULL, NULL, group_ssm_out);
+    int rc = gguf_copy_edit(src, plain, NULL, NULL, tensor_keep) ||
+        gguf_copy_edit(src, grouped, flag.key, &flag, group_ssm_out) ||
+        gguf_copy_edit(src, unflagged, NULL, NULL, group_ssm_out);
     gguf_close(f);
     REQUIRE(!rc);
     enum { N = 24, V = 512 };

@@ -172,7 +172,6 @@ static void test_top_k(void) {
     check_distribution_after(&p, l, lifted, 5, 4);
 }
 
-
 /* Temperature 0.5 squares the probabilities; it comes after the filters, which see the
  * untempered distribution (min-p 0.3 still keeps three tokens, as at temperature 1). */
 static void test_temperature(void) {
@@ -309,7 +308,8 @@ static void test_ban(void) {
     int drawn = 0, banned = 0, others[4] = {0};
     for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++)
         for (uint64_t seed = 0; seed < 200; seed++) {
-            trit_sampler_params p = seed % 2 ? plain(seed) : trit_sampler_default_params(); /* full vocab, or truncated */
+            trit_sampler_params p =
+                seed % 2 ? plain(seed) : trit_sampler_default_params(); /* full vocab, or truncated */
             p.seed = seed;
             p.temp = temps[t];
             trit_sampler *free_s = trit_sampler_new(&p, 4);
@@ -363,8 +363,8 @@ static void test_penalties(void) {
     trit_sampler_adjust_logits(s, l, out);
     /* 0: 3 / 2 - (2 * 0.25 + 0.5) = 0.5; 1: (1 - 3) * 2 - 0.75 = -4.75 (penalties first would give
      * 1 / 2 - 0.75 - 3 = -3.25); 2, 3, 4: outside the window */
-    CHECKF(out[0] == 0.5f && out[1] == -4.75f && out[2] == -1.0f && out[3] == 2.0f && out[4] == 0.0f,
-           "%g %g %g %g %g", out[0], out[1], out[2], out[3], out[4]);
+    CHECKF(out[0] == 0.5f && out[1] == -4.75f && out[2] == -1.0f && out[3] == 2.0f && out[4] == 0.0f, "%g %g %g %g %g",
+           out[0], out[1], out[2], out[3], out[4]);
     CHECK(trit_sampler_sample(s, l) == 3);
     trit_sampler_accept(s, 2); /* window 0, 1, 2 */
     trit_sampler_adjust_logits(s, l, out);

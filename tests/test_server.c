@@ -59,7 +59,8 @@ char *read_stream(server *sv, srv_task *t) {
 }
 
 /* Sends a request; returns the status and the body (streams as SSE text). */
-static int request_h(server *sv, const char *method, const char *url, const route_headers *h, const char *body, char **out) {
+static int request_h(server *sv, const char *method, const char *url, const route_headers *h, const char *body,
+                     char **out) {
     route_reply r;
     route_request(sv, method, url, h, body ? body : "", body ? strlen(body) : 0, &r);
     if (r.task && r.stream) *out = read_stream(sv, r.task);
@@ -108,14 +109,16 @@ void check_error(json_t *j, int code, const char *type) {
     json_t *e = json_object_get(j, "error");
     CHECKF(json_integer_value(json_object_get(e, "code")) == code, "error code %lld, want %d",
            (long long)json_integer_value(json_object_get(e, "code")), code);
-    CHECKF(json_string_value(json_object_get(e, "type")) && !strcmp(json_string_value(json_object_get(e, "type")), type),
+    CHECKF(json_string_value(json_object_get(e, "type")) &&
+               !strcmp(json_string_value(json_object_get(e, "type")), type),
            "error type %s, want %s", json_string_value(json_object_get(e, "type")), type);
     CHECK(json_string_value(json_object_get(e, "message")));
 }
 
 /* After any error the server still answers a real request. */
 void check_alive(server *sv) {
-    json_t *j = post(sv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}", 200);
+    json_t *j = post(sv, "/v1/chat/completions",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}", 200);
     CHECK(chat_text(j));
     json_decref(j);
 }
@@ -215,7 +218,8 @@ static void test_chat_stream(void) {
     REQUIRE(sv);
     json_t *j = post(sv, "/v1/chat/completions", chat_body(""), 200);
     char *sse = NULL, id[128];
-    CHECK(request(sv, "POST", "/v1/chat/completions", chat_body(",\"stream\":true,\"stream_options\":{\"include_usage\":true}"), &sse) == 200);
+    CHECK(request(sv, "POST", "/v1/chat/completions",
+                  chat_body(",\"stream\":true,\"stream_options\":{\"include_usage\":true}"), &sse) == 200);
     int n_usage;
     const char *finish = NULL;
     char *text = stream_content(sse, &n_usage, &finish, id, sizeof id);
@@ -272,7 +276,8 @@ static void test_tokenize_detokenize(void) {
     char body[512], *ids = json_dumps(toks, JSON_COMPACT);
     snprintf(body, sizeof body, "{\"tokens\":%s}", ids);
     json_t *d = post(sv, "/detokenize", body, 200);
-    CHECKF(!strcmp(jpath_str(d, "content", NULL), "Hello world") || !strcmp(jpath_str(d, "content", NULL), " Hello world"),
+    CHECKF(!strcmp(jpath_str(d, "content", NULL), "Hello world") ||
+               !strcmp(jpath_str(d, "content", NULL), " Hello world"),
            "detokenized '%s'", jpath_str(d, "content", NULL));
     json_t *w = post(sv, "/tokenize", "{\"content\":\"Hi\",\"with_pieces\":true,\"add_special\":true}", 200);
     json_t *first = json_array_get(json_object_get(w, "tokens"), 0);
@@ -287,11 +292,15 @@ static void test_tokenize_detokenize(void) {
 static void test_apply_template(void) {
     server *sv = open_server();
     REQUIRE(sv);
-    json_t *a = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}", 200);
+    json_t *a = post(sv, "/apply-template",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}", 200);
     CHECK(!strcmp(jpath_str(a, "prompt", NULL), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"));
-    json_t *b = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"none\"}", 200);
+    json_t *b = post(sv, "/apply-template",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"none\"}", 200);
     CHECK(strstr(jpath_str(b, "prompt", NULL), "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
-    json_t *c = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Sure\"}]}", 200);
+    json_t *c = post(
+        sv, "/apply-template",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"Sure\"}]}", 200);
     CHECK(!strcmp(jpath_str(c, "prompt", NULL), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nSure"));
     json_decref(a), json_decref(b), json_decref(c);
     close_server(sv);
@@ -306,15 +315,19 @@ static void test_prefill_template(void) {
     static const char tmpl[] = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
                                "{% if add_generation_prompt %}[assistant] {% endif %}";
     snprintf(templated_model, sizeof templated_model, "/tmp/trit-test-%d-tmpl.gguf", (int)getpid());
-    const gguf_kv kv = {.key = "tokenizer.chat_template", .type = GGUF_STRING, .n = 1, .v.str = {sizeof tmpl - 1, (char *)tmpl}};
+    const gguf_kv kv = {
+        .key = "tokenizer.chat_template", .type = GGUF_STRING, .n = 1, .v.str = {sizeof tmpl - 1, (char *)tmpl}};
     REQUIRE(!gguf_copy_edit(shared_path("data/models/stories260K.gguf"), templated_model, kv.key, &kv, NULL));
     server *sv = open_with(tweak_templated);
     if (sv) {
         json_t *a = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 200);
         CHECK(!strcmp(jpath_str(a, "prompt", NULL), "[user] hi\n[assistant] "));
-        json_t *b = post(sv, "/apply-template", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
-                         "{\"role\":\"assistant\",\"content\":\"Sure\"}]}", 200);
-        CHECKF(!strcmp(jpath_str(b, "prompt", NULL), "[user] hi\n[assistant] Sure"), "%s", jpath_str(b, "prompt", NULL));
+        json_t *b = post(sv, "/apply-template",
+                         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                         "{\"role\":\"assistant\",\"content\":\"Sure\"}]}",
+                         200);
+        CHECKF(!strcmp(jpath_str(b, "prompt", NULL), "[user] hi\n[assistant] Sure"), "%s",
+               jpath_str(b, "prompt", NULL));
         json_decref(a), json_decref(b);
         close_server(sv);
     }
@@ -325,8 +338,10 @@ static void test_prefill_template(void) {
 static void test_reasoning(void) {
     server *sv = open_server();
     REQUIRE(sv);
-    json_t *j = post(sv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
-                     "{\"role\":\"assistant\",\"content\":\"<think>\\n\"}],\"max_tokens\":8}", 200);
+    json_t *j = post(sv, "/v1/chat/completions",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                     "{\"role\":\"assistant\",\"content\":\"<think>\\n\"}],\"max_tokens\":8}",
+                     200);
     json_t *msg = json_object_get(choice0(j), "message");
     CHECK(jpath_str(msg, "reasoning_content", NULL) && strlen(jpath_str(msg, "reasoning_content", NULL)) > 0);
     CHECK(jpath_str(msg, "content", NULL) && !strcmp(jpath_str(msg, "content", NULL), ""));
@@ -340,10 +355,14 @@ static void test_metrics(void) {
     check_alive(sv);
     char *out = NULL;
     CHECK(request(sv, "GET", "/metrics", NULL, &out) == 200);
-    const char *names[] = {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total", "llamacpp:requests_processing",
-                           "llamacpp:n_decode_total", "llamacpp:time_to_first_token_seconds_bucket",
+    const char *names[] = {"llamacpp:prompt_tokens_total",
+                           "llamacpp:tokens_predicted_total",
+                           "llamacpp:requests_processing",
+                           "llamacpp:n_decode_total",
+                           "llamacpp:time_to_first_token_seconds_bucket",
                            "llamacpp:inter_token_latency_seconds_count"};
-    for (size_t i = 0; out && i < sizeof names / sizeof names[0]; i++) CHECKF(strstr(out, names[i]), "missing %s", names[i]);
+    for (size_t i = 0; out && i < sizeof names / sizeof names[0]; i++)
+        CHECKF(strstr(out, names[i]), "missing %s", names[i]);
     free(out);
     close_server(sv);
 }
@@ -362,7 +381,8 @@ static void test_stop_and_bias(void) {
     snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"n_predict\":16,\"stop\":[\"%s\"]}", stop);
     json_t *b = post(sv, "/completion", body, 200);
     CHECK(!strcmp(jpath_str(b, "stop_type", NULL), "word") && !strcmp(jpath_str(b, "stopping_word", NULL), stop));
-    CHECK(!strstr(jpath_str(b, "content", NULL), stop) && !strncmp(text, jpath_str(b, "content", NULL), strlen(jpath_str(b, "content", NULL))));
+    CHECK(!strstr(jpath_str(b, "content", NULL), stop) &&
+          !strncmp(text, jpath_str(b, "content", NULL), strlen(jpath_str(b, "content", NULL))));
     /* banning the first greedy token changes the first token */
     json_t *tk = json_array_get(json_object_get(a, "tokens"), 0);
     snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"n_predict\":2,\"logit_bias\":[[%lld,false]]}",
@@ -408,8 +428,14 @@ static void test_error_400_json(void) {
     server *sv = open_server();
     REQUIRE(sv);
     const char *bodies[] = {
-        "{bad", "[]", "{}", "{\"messages\":[]}", "{\"messages\":\"hi\"}", "{\"messages\":[{\"content\":\"hi\"}]}",
-        "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", "{\"messages\":[{\"role\":\"user\"}]}",
+        "{bad",
+        "[]",
+        "{}",
+        "{\"messages\":[]}",
+        "{\"messages\":\"hi\"}",
+        "{\"messages\":[{\"content\":\"hi\"}]}",
+        "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}",
+        "{\"messages\":[{\"role\":\"user\"}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
@@ -430,9 +456,18 @@ static void test_error_400_fields(void) {
     server *sv = open_server();
     REQUIRE(sv);
     const char *extra[] = {
-        ",\"temperature\":\"hot\"", ",\"max_tokens\":1.5", ",\"max_tokens\":-2", ",\"top_p\":2", ",\"stream\":1",
-        ",\"stop\":[1]", ",\"logit_bias\":{\"5\":\"x\"}", ",\"response_format\":{\"type\":\"yaml\"}",
-        ",\"top_logprobs\":99", ",\"stream_options\":3", ",\"seed\":\"x\"", ",\"chat_template_kwargs\":[]",
+        ",\"temperature\":\"hot\"",
+        ",\"max_tokens\":1.5",
+        ",\"max_tokens\":-2",
+        ",\"top_p\":2",
+        ",\"stream\":1",
+        ",\"stop\":[1]",
+        ",\"logit_bias\":{\"5\":\"x\"}",
+        ",\"response_format\":{\"type\":\"yaml\"}",
+        ",\"top_logprobs\":99",
+        ",\"stream_options\":3",
+        ",\"seed\":\"x\"",
+        ",\"chat_template_kwargs\":[]",
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
         json_t *j = post(sv, "/v1/chat/completions", chat_body(extra[i]), 400);
@@ -459,7 +494,8 @@ static void test_error_exceed_context(void) {
     json_t *j = post(sv, "/completion", b.s, 400);
     check_error(j, 400, "exceed_context_size_error");
     json_t *e = json_object_get(j, "error");
-    CHECK(json_integer_value(json_object_get(e, "n_ctx")) == 256 && json_integer_value(json_object_get(e, "n_prompt_tokens")) > 256);
+    CHECK(json_integer_value(json_object_get(e, "n_ctx")) == 256 &&
+          json_integer_value(json_object_get(e, "n_prompt_tokens")) > 256);
     CHECK(strstr(json_string_value(json_object_get(e, "message")), "exceeds the available context size"));
     json_decref(j);
     sb_free(&b);
@@ -476,7 +512,8 @@ static void test_error_401(void) {
     server *sv = open_with(with_keys);
     REQUIRE(sv);
     char *out = NULL;
-    route_headers none = {0}, wrong = {"Bearer nope", NULL, NULL}, bearer = {"Bearer k2", NULL, NULL}, xkey = {NULL, "k1", NULL};
+    route_headers none = {0}, wrong = {"Bearer nope", NULL, NULL}, bearer = {"Bearer k2", NULL, NULL},
+                  xkey = {NULL, "k1", NULL};
     CHECK(request_h(sv, "POST", "/v1/chat/completions", &none, chat_body(""), &out) == 401);
     json_t *j = json_loads(out, 0, NULL);
     check_error(j, 401, "authentication_error");
@@ -575,8 +612,8 @@ static void test_cors(void) {
     static const struct {
         const char *origin;
         int allowed;
-    } cases[] = {{"https://a.example.com", 1}, {"https://b.example.com", 0},   {"https://a.example.com.evil", 0},
-                 {"http://localhost", 1},      {"http://localhost:3000", 1},   {"http://127.0.0.1:8080", 1},
+    } cases[] = {{"https://a.example.com", 1}, {"https://b.example.com", 0},     {"https://a.example.com.evil", 0},
+                 {"http://localhost", 1},      {"http://localhost:3000", 1},     {"http://127.0.0.1:8080", 1},
                  {"http://[::1]:5173", 1},     {"http://localhost.evil.com", 0}, {"http://127.0.0.1.evil.com", 0},
                  {"http://evil.com", 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -591,16 +628,22 @@ static void test_cors(void) {
 static void test_serve_flags(void) {
     const char *m = shared_path("data/models/stories260K.gguf");
     char cmd[1024];
-    const char *cases[] = {"serve", "serve -m %s --port 0", "serve -m %s --bogus", "serve -m %s -np x",
-                           "serve -m %s --metrics --slots maybe", "serve -m %s --api-key-file /nonexistent",
+    const char *cases[] = {"serve",
+                           "serve -m %s --port 0",
+                           "serve -m %s --bogus",
+                           "serve -m %s -np x",
+                           "serve -m %s --metrics --slots maybe",
+                           "serve -m %s --api-key-file /nonexistent",
                            "LLAMA_ARG_PORT=99999 %s serve -m %s"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512];
-        if (i == sizeof cases / sizeof cases[0] - 1) snprintf(cmd, sizeof cmd, "LLAMA_ARG_PORT=99999 %s serve -m %s 2>&1", trit_bin(), m);
+        if (i == sizeof cases / sizeof cases[0] - 1)
+            snprintf(cmd, sizeof cmd, "LLAMA_ARG_PORT=99999 %s serve -m %s 2>&1", trit_bin(), m);
         else snprintf(args, sizeof args, cases[i], m), snprintf(cmd, sizeof cmd, "%s %s 2>&1", trit_bin(), args);
         char *out = NULL;
         int rc = run_cmd(cmd, &out);
-        CHECKF(rc == 1 && out && strchr(out, '\n') == out + strlen(out) - 1, "'%s': rc %d, output:\n%s", cmd, rc, out ? out : "");
+        CHECKF(rc == 1 && out && strchr(out, '\n') == out + strlen(out) - 1, "'%s': rc %d, output:\n%s", cmd, rc,
+               out ? out : "");
         free(out);
     }
     char *out = NULL;

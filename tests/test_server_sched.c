@@ -15,13 +15,20 @@ static void test_prompt_cache(void) {
     json_t *a = post(sv, "/completion", body, 200);
     json_t *b = post(sv, "/completion", body, 200);
     CHECK(json_integer_value(json_object_get(a, "tokens_cached")) == 0);
-    CHECK(json_integer_value(json_object_get(b, "tokens_cached")) == json_integer_value(json_object_get(b, "tokens_evaluated")) - 1);
+    CHECK(json_integer_value(json_object_get(b, "tokens_cached")) ==
+          json_integer_value(json_object_get(b, "tokens_evaluated")) - 1);
     CHECK(!strcmp(jpath_str(a, "content", NULL), jpath_str(b, "content", NULL)));
     /* a longer prompt with the old one as its prefix resumes too */
-    json_t *c = post(sv, "/completion", "{\"prompt\":\"Once upon a time, there was a little girl named Lily\",\"n_predict\":4,\"id_slot\":0}", 200);
+    json_t *c = post(
+        sv, "/completion",
+        "{\"prompt\":\"Once upon a time, there was a little girl named Lily\",\"n_predict\":4,\"id_slot\":0}", 200);
     CHECK(json_integer_value(json_object_get(c, "tokens_cached")) > 0);
-    json_t *d = post(sv, "/completion", "{\"prompt\":\"Once upon a time, there was a little girl\",\"n_predict\":8,\"id_slot\":0,\"cache_prompt\":false}", 200);
-    CHECK(json_integer_value(json_object_get(d, "tokens_cached")) == 0 && !strcmp(jpath_str(a, "content", NULL), jpath_str(d, "content", NULL)));
+    json_t *d = post(sv, "/completion",
+                     "{\"prompt\":\"Once upon a time, there was a little "
+                     "girl\",\"n_predict\":8,\"id_slot\":0,\"cache_prompt\":false}",
+                     200);
+    CHECK(json_integer_value(json_object_get(d, "tokens_cached")) == 0 &&
+          !strcmp(jpath_str(a, "content", NULL), jpath_str(d, "content", NULL)));
     json_decref(a), json_decref(b), json_decref(c), json_decref(d);
     close_server(sv);
 }
@@ -77,7 +84,8 @@ static void test_concurrent(void) {
     route_reply r[4];
     for (int i = 0; i < 4; i++) {
         char body[256];
-        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"n_predict\":12,\"stream\":%s}", prompts[i], i % 2 ? "true" : "false");
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"n_predict\":12,\"stream\":%s}", prompts[i],
+                 i % 2 ? "true" : "false");
         route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r[i]);
         CHECK(r[i].task);
     }

@@ -11,7 +11,7 @@
 #include "trit.h"
 #include "types/types.h"
 
-static const uint32_t all_types[] = {TYPE_F32, TYPE_F16,  TYPE_BF16, TYPE_Q8_0,  TYPE_TQ1_0,
+static const uint32_t all_types[] = {TYPE_F32,   TYPE_F16,  TYPE_BF16, TYPE_Q8_0,  TYPE_TQ1_0,
                                      TYPE_TQ2_0, TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
@@ -146,16 +146,20 @@ static const gguf_kv *kv_of(const gguf_file *f, const char *key, uint32_t type) 
 
 /* Every prism.hadamard key present, typed and consistent with the tensors they name. */
 static void check_contract(const gguf_file *f, uint32_t block, int qwen35) {
-    const gguf_kv *ver = kv_of(f, "prism.hadamard.version", GGUF_U32), *bs = kv_of(f, "prism.hadamard.block_size", GGUF_U32);
-    const gguf_kv *tr = kv_of(f, "prism.hadamard.transform", GGUF_STRING), *ax = kv_of(f, "prism.hadamard.axis", GGUF_STRING);
+    const gguf_kv *ver = kv_of(f, "prism.hadamard.version", GGUF_U32),
+                  *bs = kv_of(f, "prism.hadamard.block_size", GGUF_U32);
+    const gguf_kv *tr = kv_of(f, "prism.hadamard.transform", GGUF_STRING),
+                  *ax = kv_of(f, "prism.hadamard.axis", GGUF_STRING);
     const gguf_kv *sm = kv_of(f, "prism.hadamard.sign_mode", GGUF_STRING);
-    const gguf_kv *sw = kv_of(f, "prism.hadamard.sign_widths", GGUF_ARRAY), *sv = kv_of(f, "prism.hadamard.sign_values", GGUF_ARRAY);
+    const gguf_kv *sw = kv_of(f, "prism.hadamard.sign_widths", GGUF_ARRAY),
+                  *sv = kv_of(f, "prism.hadamard.sign_values", GGUF_ARRAY);
     const gguf_kv *wn = kv_of(f, "prism.hadamard.weight_names", GGUF_ARRAY);
     const gguf_kv *inv = kv_of(f, "prism.hadamard.inverse_weight_names", GGUF_ARRAY);
     const gguf_kv *gv = gguf_find(f, "prism.hadamard.gdn_v_grouped");
     REQUIRE(ver && bs && tr && ax && sm && sw && sv && wn && inv);
     CHECK(ver->v.u64 == 1 && bs->v.u64 == block);
-    CHECK(!strcmp(tr->v.str.str, "normalized-sylvester-walsh-hadamard") && !strcmp(ax->v.str.str, "input-last-dimension"));
+    CHECK(!strcmp(tr->v.str.str, "normalized-sylvester-walsh-hadamard") &&
+          !strcmp(ax->v.str.str, "input-last-dimension"));
     CHECK(!strcmp(sm->v.str.str, "explicit"));
     CHECK(inv->arr_type == GGUF_STRING && inv->n == 1 && !strcmp(inv->strs[0].str, "token_embd.weight"));
     CHECK(qwen35 ? gv && gv->type == GGUF_BOOL && gv->v.u64 == 0 : gv == NULL);
@@ -166,7 +170,8 @@ static void check_contract(const gguf_file *f, uint32_t block, int qwen35) {
         CHECKF(w > 0 && w % block == 0 && (i == 0 || w > gguf_arr_int(sw, i - 1)), "width %lld", (long long)w);
         total += w;
     }
-    CHECKF((int64_t)sv->n == total, "%llu sign values for widths totalling %lld", (unsigned long long)sv->n, (long long)total);
+    CHECKF((int64_t)sv->n == total, "%llu sign values for widths totalling %lld", (unsigned long long)sv->n,
+           (long long)total);
     for (uint64_t i = 0; i < sv->n; i++) CHECK(gguf_arr_int(sv, i) == 1 || gguf_arr_int(sv, i) == -1);
     int used[16] = {0};
     for (uint64_t i = 0; i < wn->n; i++) {
@@ -179,7 +184,8 @@ static void check_contract(const gguf_file *f, uint32_t block, int qwen35) {
         CHECKF(t && k < sw->n, "%s: no sign vector for its width", n);
         if (t && k < sw->n && k < 16) used[k] = 1;
     }
-    for (uint64_t k = 0; k < sw->n && k < 16; k++) CHECKF(used[k], "width %lld used by no weight", (long long)gguf_arr_int(sw, k));
+    for (uint64_t k = 0; k < sw->n && k < 16; k++)
+        CHECKF(used[k], "width %lld used by no weight", (long long)gguf_arr_int(sw, k));
 }
 
 /* The folded-weight list equals the golden hadamard model's (qwen3, qwen35), with its widths. */
@@ -195,11 +201,14 @@ static void check_rotated(synth_arch arch) {
     if (f) {
         check_contract(f, 128, arch == SYNTH_QWEN35);
         check_runs(path, "rotated PTQ1_0");
-        const gguf_kv *a = gguf_find(f, "prism.hadamard.weight_names"), *b = gguf_find(g, "prism.hadamard.weight_names");
+        const gguf_kv *a = gguf_find(f, "prism.hadamard.weight_names"),
+                      *b = gguf_find(g, "prism.hadamard.weight_names");
         REQUIRE(a && b);
         CHECKF(a->n == b->n, "%llu folded weights, golden %llu", (unsigned long long)a->n, (unsigned long long)b->n);
-        for (uint64_t i = 0; i < a->n && i < b->n; i++) CHECKF(!strcmp(a->strs[i].str, b->strs[i].str), "%s", a->strs[i].str);
-        const gguf_kv *wa = gguf_find(f, "prism.hadamard.sign_widths"), *wb = gguf_find(g, "prism.hadamard.sign_widths");
+        for (uint64_t i = 0; i < a->n && i < b->n; i++)
+            CHECKF(!strcmp(a->strs[i].str, b->strs[i].str), "%s", a->strs[i].str);
+        const gguf_kv *wa = gguf_find(f, "prism.hadamard.sign_widths"),
+                      *wb = gguf_find(g, "prism.hadamard.sign_widths");
         CHECK(wa && wb && wa->n == wb->n && gguf_arr_int(wa, 0) == gguf_arr_int(wb, 0));
         gguf_close(f);
         unlink(path);
@@ -341,18 +350,21 @@ static int synth_cli(const char *args, char **err) {
 
 static void test_cli(void) {
     static const char *bad[] = {
-        "", "--arch llama --type F32 -o /tmp/trit-synth-never.gguf",
+        "",
+        "--arch llama --type F32 -o /tmp/trit-synth-never.gguf",
         "--arch gpt --shape tiny --type F32 -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape huge --type F32 -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape tiny --type Q4_0 -o /tmp/trit-synth-never.gguf",
-        "--arch llama --shape tiny --type F32", "--arch llama --dims layers=0 --type F32 -o /tmp/trit-synth-never.gguf",
+        "--arch llama --shape tiny --type F32",
+        "--arch llama --dims layers=0 --type F32 -o /tmp/trit-synth-never.gguf",
         "--arch llama --dims nope=1 --type F32 -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape tiny --type F32 --seed x -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape tiny --type F32 --block 128 -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape tiny --type F32 --rotate --block 100 -o /tmp/trit-synth-never.gguf",
         "--arch qwen3 --shape tiny --dims tied=1 --type F32 --rotate -o /tmp/trit-synth-never.gguf",
         "--arch llama --shape tiny --type F32 --vocab /nonexistent.gguf -o /tmp/trit-synth-never.gguf",
-        "--arch llama --shape tiny --type F32 -o /dev/null", "--arch llama --shape tiny --type F32 --bogus",
+        "--arch llama --shape tiny --type F32 -o /dev/null",
+        "--arch llama --shape tiny --type F32 --bogus",
         "--arch llama --shape tiny --type F32 -o /nonexistent-dir/x.gguf",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -26,8 +26,14 @@ static void test_llama_spm_vectors(void) {
 
 /* The BPE sets: the common inputs, and 4 combining-mark cases more for qwen35. */
 static void test_bpe_vectors(void) {
-    static const struct { const char *name; int n; } sets[] = {
-        {"ggml-vocab-qwen2", 46}, {"ggml-vocab-qwen35", 50}, {"ggml-vocab-llama-bpe", 46}, {"ggml-vocab-gpt-2", 46},
+    static const struct {
+        const char *name;
+        int n;
+    } sets[] = {
+        {"ggml-vocab-qwen2", 46},
+        {"ggml-vocab-qwen35", 50},
+        {"ggml-vocab-llama-bpe", 46},
+        {"ggml-vocab-gpt-2", 46},
     };
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
         int total = 0, passed = 0;
@@ -174,9 +180,23 @@ static void test_invalid_utf8(void) {
 /* ---- synthetic vocabularies, written as GGUF bytes in memory ---- */
 
 /* A small SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then the words below. */
-static const struct { const char *text; float score; int type; } words[] = {
-    {"\xE2\x96\x81", -1, 1}, {"a", -2, 1}, {"b", -2, 1}, {"ab", -3, 1}, {"ba", -3, 1},
-    {"\xE2\x96\x81" "a", -1.5f, 1}, {"<|u|>", 0, 4}, {"<|c|>", 0, 3}, {"<|c|>x", 0, 3}, {"", 0, 5},
+static const struct {
+    const char *text;
+    float score;
+    int type;
+} words[] = {
+    {"\xE2\x96\x81", -1, 1},
+    {"a", -2, 1},
+    {"b", -2, 1},
+    {"ab", -3, 1},
+    {"ba", -3, 1},
+    {"\xE2\x96\x81"
+     "a",
+     -1.5f, 1},
+    {"<|u|>", 0, 4},
+    {"<|c|>", 0, 3},
+    {"<|c|>x", 0, 3},
+    {"", 0, 5},
 };
 #define N_WORDS (int)(sizeof words / sizeof words[0])
 #define N_SYN (3 + 256 + N_WORDS)
@@ -184,15 +204,15 @@ static const struct { const char *text; float score; int type; } words[] = {
 
 typedef struct {
     const char *model;
-    int n_scores, n_types;  /* entries written (N_SYN normally) */
-    int ab_score;           /* score override for "ab" when nonzero */
-    int bos_kind;           /* 0 absent, 1 u32 0xFFFFFFFF, 2 i32 -1, 3 out of range, 4 = 2 */
-    int space_prefix;       /* -1 absent */
-    int bad_type;           /* writes a token type 9 */
+    int n_scores, n_types; /* entries written (N_SYN normally) */
+    int ab_score; /* score override for "ab" when nonzero */
+    int bos_kind; /* 0 absent, 1 u32 0xFFFFFFFF, 2 i32 -1, 3 out of range, 4 = 2 */
+    int space_prefix; /* -1 absent */
+    int bad_type; /* writes a token type 9 */
     int scores_as_ints;
-    int no_bytes;           /* drops the byte tokens' <0x..> texts */
-    const char *pre;        /* tokenizer.ggml.pre when set */
-    const char *merges;     /* tokenizer.ggml.merges when set: one merge a line */
+    int no_bytes; /* drops the byte tokens' <0x..> texts */
+    const char *pre; /* tokenizer.ggml.pre when set */
+    const char *merges; /* tokenizer.ggml.merges when set: one merge a line */
 } syn_opts;
 
 static syn_opts syn_default(void) {

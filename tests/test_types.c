@@ -32,9 +32,11 @@ typedef struct {
  * Q8_0 7, TQ1_0/TQ2_0 7, Q1_0 1). oracle_order_reproduces_golden shows that this gap is float
  * order alone. */
 static const codec_case cases[] = {
-    {TYPE_F16, "f16", "f16", 8, NULL},      {TYPE_BF16, "bf16", "bf16", 8, NULL},   {TYPE_Q8_0, "q8_0", "q8_0", 8, NULL},
-    {TYPE_TQ1_0, "tq1_0", "q8_K", 8, NULL}, {TYPE_TQ2_0, "tq2_0", "q8_K", 8, NULL}, {TYPE_Q1_0, "q1_0", "q8_0", 8, NULL},
-    {TYPE_Q2_0, "q2_0", "q8_0", 0, NULL},   {TYPE_PQ2_0, "pq2_0", "q8_K", 0, NULL}, {TYPE_PTQ1_0, "ptq1_0", "q8_K", 0, "pq2_0"},
+    {TYPE_F16, "f16", "f16", 8, NULL},           {TYPE_BF16, "bf16", "bf16", 8, NULL},
+    {TYPE_Q8_0, "q8_0", "q8_0", 8, NULL},        {TYPE_TQ1_0, "tq1_0", "q8_K", 8, NULL},
+    {TYPE_TQ2_0, "tq2_0", "q8_K", 8, NULL},      {TYPE_Q1_0, "q1_0", "q8_0", 8, NULL},
+    {TYPE_Q2_0, "q2_0", "q8_0", 0, NULL},        {TYPE_PQ2_0, "pq2_0", "q8_K", 0, NULL},
+    {TYPE_PTQ1_0, "ptq1_0", "q8_K", 0, "pq2_0"},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -83,7 +85,11 @@ static void quantize_matches_golden(void) {
         size_t rb = row_bytes(cases[c].type);
         uint8_t *want = golden(cases[c].stem, "blocks.bin", ROWS * rb);
         uint8_t *got = calloc(ROWS, rb);
-        if (!want || !got) { free(want); free(got); continue; }
+        if (!want || !got) {
+            free(want);
+            free(got);
+            continue;
+        }
         for (int r = 0; r < ROWS; r++) {
             t->quantize(in + r * COLS, got + r * rb, COLS);
             CHECKF(!memcmp(got + r * rb, want + r * rb, rb), "%s row %d: quantized bytes differ", t->name, r);
@@ -171,8 +177,8 @@ static void check_golden_dots(row_dot dot, int exact) {
                 float got = dot(cases[c].type, w + r * rb, q);
                 float want = (float)json_number_value(json_array_get(dots, (size_t)r));
                 int64_t d = ulp_diff(got, want);
-                CHECKF(d <= (exact ? 0 : cases[c].max_ulps), "%s row %d: %.9g, oracle %.9g (%lld ulps)", t->name,
-                       r, got, want, (long long)d);
+                CHECKF(d <= (exact ? 0 : cases[c].max_ulps), "%s row %d: %.9g, oracle %.9g (%lld ulps)", t->name, r,
+                       got, want, (long long)d);
             }
         }
         free(w);
@@ -182,9 +188,7 @@ static void check_golden_dots(row_dot dot, int exact) {
     json_decref(root);
 }
 
-static float traits_dot(uint32_t type, const void *w, const void *act) {
-    return type_get(type)->vec_dot(COLS, w, act);
-}
+static float traits_dot(uint32_t type, const void *w, const void *act) { return type_get(type)->vec_dot(COLS, w, act); }
 
 static void vec_dot_matches_golden(void) { check_golden_dots(traits_dot, 0); }
 
@@ -223,7 +227,8 @@ static float avx2_q1_0(const block_q1_0 *x, const block_q8_0 *y, int nb) {
         for (int b = 0; b < 4; b++) {
             int8_t w[32];
             for (int j = 0; j < 32; j++) w[j] = (x[i].qs[4 * b + j / 8] >> (j % 8)) & 1 ? 1 : -1;
-            for (int k = 0; k < 8; k++) blk[k] = fmaf(f16_to_f32(y[4 * i + b].d), (float)lane4(w, y[4 * i + b].qs, k), blk[k]);
+            for (int k = 0; k < 8; k++)
+                blk[k] = fmaf(f16_to_f32(y[4 * i + b].d), (float)lane4(w, y[4 * i + b].qs, k), blk[k]);
         }
         for (int k = 0; k < 8; k++) acc[k] = fmaf(f16_to_f32(x[i].d), blk[k], acc[k]);
     }
@@ -298,8 +303,8 @@ static void vec_dot_multi_block(void) {
         x[i] = (float)((int)(seed >> 8) % 2001 - 1000) / 1000.0f;
         y[i] = (float)((int)(seed >> 12) % 1999 - 999) / 500.0f;
     }
-    const uint32_t ids[] = {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_TQ1_0, TYPE_TQ2_0,
-                            TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
+    const uint32_t ids[] = {TYPE_F32,   TYPE_F16,  TYPE_BF16, TYPE_Q8_0,  TYPE_TQ1_0,
+                            TYPE_TQ2_0, TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
         const type_traits *t = type_get(ids[k]), *a = type_get((uint32_t)t->vec_dot_type);
         t->quantize(x, w, N);
@@ -375,7 +380,7 @@ static void all_trit_combinations_round_trip(void) {
         uint8_t codes[128], back[128];
         memset(codes, 1, sizeof codes);
         static const int pow3[5] = {81, 27, 9, 3, 1};
-        for (int n = 0; n < 5; n++) codes[16 * n] = (uint8_t)(v / pow3[n] % 3);           /* qs[0] */
+        for (int n = 0; n < 5; n++) codes[16 * n] = (uint8_t)(v / pow3[n] % 3); /* qs[0] */
         for (int n = 0; n < 4; n++) codes[120 + 2 * n] = (uint8_t)(v / 3 / pow3[n + 1] % 3); /* qh[0] */
         block_ptq1_0 b;
         codec_ptq1_0.pack(codes, 0x3c00, &b);
@@ -428,8 +433,8 @@ static void transcode_refuses(void) {
     block_ptq1_0 pt;
     codec_pq2_0.pack(codes, 0x3c00, &pq);
     CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 128) == -1);
-    CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 100) == -1);  /* not whole blocks */
-    CHECK(type_transcode(TYPE_TQ1_0, &pt, TYPE_PQ2_0, &pq, 256) == -1);   /* unsupported pair */
+    CHECK(type_transcode(TYPE_PTQ1_0, &pt, TYPE_PQ2_0, &pq, 100) == -1); /* not whole blocks */
+    CHECK(type_transcode(TYPE_TQ1_0, &pt, TYPE_PQ2_0, &pq, 256) == -1); /* unsupported pair */
     CHECK(type_transcode(TYPE_PQ2_0, &pq, TYPE_PQ2_0, &pq, 128) == -1);
 }
 
@@ -487,7 +492,7 @@ static void fill_hostile(float *x, int n) {
 static void hostile_inputs_are_defined(void) {
     static float x[512], back[512];
     static uint8_t out[4096], act[4096];
-    const uint32_t ids[] = {TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_Q8_K, TYPE_TQ1_0,
+    const uint32_t ids[] = {TYPE_F32,   TYPE_F16,  TYPE_BF16, TYPE_Q8_0,  TYPE_Q8_K,  TYPE_TQ1_0,
                             TYPE_TQ2_0, TYPE_Q1_0, TYPE_Q2_0, TYPE_PQ2_0, TYPE_PTQ1_0};
     for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
         const type_traits *t = type_get(ids[k]), *a = type_get((uint32_t)t->vec_dot_type);

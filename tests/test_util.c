@@ -9,7 +9,11 @@
 #include "test.h"
 #include "base/util.h"
 
-static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
 
 static int f16_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
 
@@ -88,12 +92,12 @@ static void f16_special_values(void) {
     CHECK(f32_to_f16(INFINITY) == 0x7c00 && f32_to_f16(-INFINITY) == 0xfc00);
     CHECK(f16_is_nan(f32_to_f16(NAN)) && f16_is_nan(f32_to_f16(-NAN)));
     CHECK(f32_to_f16(1e-45f) == 0 && f32_to_f16(-1e-45f) == 0x8000); /* f32 subnormal -> signed 0 */
-    CHECK(f32_to_f16(ldexpf(1, -24)) == 0x0001);                     /* smallest subnormal */
-    CHECK(f32_to_f16(ldexpf(1, -25)) == 0x0000);                     /* half of it: tie to even 0 */
-    CHECK(f32_to_f16(ldexpf(3, -26)) == 0x0001);                     /* 0.75 of it */
-    CHECK(f32_to_f16(ldexpf(3, -25)) == 0x0002);                     /* 1.5: tie to even 2 */
-    CHECK(f32_to_f16(ldexpf(1023, -24)) == 0x03ff);                  /* largest subnormal */
-    CHECK(f32_to_f16(ldexpf(1, -14)) == 0x0400);                     /* smallest normal */
+    CHECK(f32_to_f16(ldexpf(1, -24)) == 0x0001); /* smallest subnormal */
+    CHECK(f32_to_f16(ldexpf(1, -25)) == 0x0000); /* half of it: tie to even 0 */
+    CHECK(f32_to_f16(ldexpf(3, -26)) == 0x0001); /* 0.75 of it */
+    CHECK(f32_to_f16(ldexpf(3, -25)) == 0x0002); /* 1.5: tie to even 2 */
+    CHECK(f32_to_f16(ldexpf(1023, -24)) == 0x03ff); /* largest subnormal */
+    CHECK(f32_to_f16(ldexpf(1, -14)) == 0x0400); /* smallest normal */
     CHECK(f32_to_f16(65504.0f) == 0x7bff && f32_to_f16(65519.99f) == 0x7bff && f32_to_f16(65520.0f) == 0x7c00);
     CHECK(f32_to_f16(1.0f) == 0x3c00 && f32_to_f16(-2.0f) == 0xc000);
     CHECK(f16_to_f32(0x0001) == ldexpf(1, -24) && f16_to_f32(0x8000) == 0.0f && signbit(f16_to_f32(0x8000)));
@@ -148,8 +152,8 @@ static void pool_take_items(void) {
             j->n = ns[k];
             pool_run(p, take_worker, j);
             for (int64_t i = 0; i < ns[k]; i++)
-                CHECKF(j->count[i] == 1, "%d threads, %lld items: item %lld taken %d times", threads[t], (long long)ns[k],
-                       (long long)i, j->count[i]);
+                CHECKF(j->count[i] == 1, "%d threads, %lld items: item %lld taken %d times", threads[t],
+                       (long long)ns[k], (long long)i, j->count[i]);
             free(j);
         }
         pool_free(p);

@@ -47,8 +47,7 @@ char *detokenize(const vocab *v, const int32_t *t, int n, int special, size_t *l
     return s;
 }
 
-void check_ids(const vocab *v, const char *text, int add_special, int parse_special,
-                      const int32_t *want, int n_want) {
+void check_ids(const vocab *v, const char *text, int add_special, int parse_special, const int32_t *want, int n_want) {
     int n;
     int32_t *got = tokenize(v, text, strlen(text), add_special, parse_special, &n);
     int ok = got && n == n_want && memcmp(got, want, (size_t)n * sizeof *got) == 0;
@@ -73,9 +72,11 @@ void key(gbuf *g, const char *k, uint32_t type) { put_str(g, k), put_u32(g, type
 void kv_str(gbuf *g, const char *k, const char *s) { key(g, k, GGUF_STRING), put_str(g, s); }
 void kv_u32(gbuf *g, const char *k, uint32_t x) { key(g, k, GGUF_U32), put_u32(g, x); }
 void kv_i32(gbuf *g, const char *k, int32_t x) { key(g, k, GGUF_I32), put(g, &x, 4); }
-void kv_bool(gbuf *g, const char *k, int b) { uint8_t x = (uint8_t)b; key(g, k, GGUF_BOOL), put(g, &x, 1); }
+void kv_bool(gbuf *g, const char *k, int b) {
+    uint8_t x = (uint8_t)b;
+    key(g, k, GGUF_BOOL), put(g, &x, 1);
+}
 void kv_arr(gbuf *g, const char *k, uint32_t et, uint64_t n) { key(g, k, GGUF_ARRAY), put_u32(g, et), put_u64(g, n); }
-
 
 vocab *gbuf_vocab(gbuf *body, trit_err *err) {
     gbuf file = {0};

@@ -23,7 +23,7 @@ struct pool {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     atomic_uint generation;
-    atomic_int pending;     /* workers still running the current loop */
+    atomic_int pending; /* workers still running the current loop */
     atomic_int quit;
     pool_fn fn;
     void *arg;
@@ -47,7 +47,8 @@ static void *worker(void *v) {
             if (++spins % YIELD_EVERY == 0) sched_yield();
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) pthread_cond_wait(&p->wake, &p->mu);
+            while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
         }
         seen = g;

@@ -79,8 +79,16 @@ void file_map_close(file_map *m) {
     memset(m, 0, sizeof *m);
 }
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 

@@ -19,12 +19,8 @@ int fail(trit_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int err_one_line(trit_err *err);
 
 /* Overflow-checked size arithmetic: return 0 on overflow, 1 on success. */
-static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
-    return !__builtin_mul_overflow(a, b, out);
-}
-static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) {
-    return !__builtin_add_overflow(a, b, out);
-}
+static inline int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline int add_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 /* A read-only view of a whole file: mmapped, or read into memory with use_mmap = 0. */
 typedef struct {
@@ -40,8 +36,16 @@ void file_map_close(file_map *m);
 #include "trit_strbuf.h"
 
 /* IEEE binary16 and bfloat16 <-> f32; rounding is to nearest, ties to even (as ggml). */
-static inline uint32_t util_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float util_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t util_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float util_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* Inline: the f16 KV cache converts in its innermost loops. */
 static inline float f16_to_f32(uint16_t h) {
@@ -59,11 +63,12 @@ static inline uint16_t f32_to_f16(float f) {
     uint32_t u = util_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff); /* nan: quieted, top payload kept (as F16C) */
-    if (a >= 0x477ff000u) return sign | 0x7c00;                                 /* inf, or rounds to inf */
-    if (a < 0x38800000u) {                                                       /* subnormal or zero */
-        float v = util_bits_f32(a) * 16777216.0f;                                     /* x * 2^24 */
-        return sign | (uint16_t)lrintf(v);                                       /* ties to even */
+    if (a > 0x7f800000u)
+        return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff); /* nan: quieted, top payload kept (as F16C) */
+    if (a >= 0x477ff000u) return sign | 0x7c00; /* inf, or rounds to inf */
+    if (a < 0x38800000u) { /* subnormal or zero */
+        float v = util_bits_f32(a) * 16777216.0f; /* x * 2^24 */
+        return sign | (uint16_t)lrintf(v); /* ties to even */
     }
     uint32_t r = a + 0xfffu + ((a >> 13) & 1); /* round to nearest even at bit 13 */
     return sign | (uint16_t)((r - 0x38000000u) >> 13);
@@ -72,8 +77,20 @@ static inline uint16_t f32_to_f16(float f) {
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 
-static inline uint16_t rd_u16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
-static inline uint32_t rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint16_t rd_u16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t rd_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t rd_u64(const void *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
 
 #endif

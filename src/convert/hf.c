@@ -18,7 +18,9 @@ enum { OP_NONE, OP_PLUS1, OP_NEG_EXP };
 
 /* V heads grouped (k, r) in HF -> tiled (r, k): index off + (r*nk + k)*hd + d of the output
  * reads off + (k*rep + r)*hd + d of the input; rep == 0: no tiling. */
-typedef struct { int64_t off, nk, rep, hd; } vtile;
+typedef struct {
+    int64_t off, nk, rep, hd;
+} vtile;
 
 typedef struct {
     const st_tensor *st;
@@ -30,11 +32,11 @@ typedef struct {
 typedef struct {
     int arch;
     json_t *config, *text;
-    char prefix[64];          /* "model." or "model.language_model." */
+    char prefix[64]; /* "model." or "model.language_model." */
     st_file **shards;
     size_t n_shards;
-    unsigned char **used;     /* per shard, per tensor */
-    hf_conv *conv;            /* parallel to f->tensors */
+    unsigned char **used; /* per shard, per tensor */
+    hf_conv *conv; /* parallel to f->tensors */
     int64_t n_layer, n_head, n_head_kv, nk, nv, dk, dv;
     gguf_file *f;
 } hf_model;
@@ -104,7 +106,8 @@ static int qwen35_interval(const hf_model *m, int64_t *out, trit_err *err) {
     if (json_is_integer(hp(m, "full_attention_interval")) && hp_int(m, "full_attention_interval", out, err)) return -1;
     for (size_t i = 0; !*out && i < json_array_size(lt); i++)
         if (is_full(lt, i)) *out = (int64_t)i + 1;
-    if (!*out) return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
+    if (!*out)
+        return fail(err, "config.json: neither full_attention_interval nor a full_attention layer in layer_types");
     if (lt && (int64_t)json_array_size(lt) != m->n_layer)
         return fail(err, "config.json: layer_types has %zu entries for %lld layers", json_array_size(lt),
                     (long long)m->n_layer);
@@ -129,11 +132,12 @@ static int qwen35_keys(hf_model *m, int64_t head_dim, trit_err *err) {
     char k[128];
     snprintf(k, sizeof k, "%s.rope.dimension_sections", arch_name(m->arch));
     return key_u32(m, "rope.dimension_count", (int64_t)(head_dim * f), err) ||
-           (ms && hf_kv_arr(m->f, k, GGUF_I32, 4, sec, err)) || key_u32(m, "ssm.conv_kernel", ck, err) ||
-           key_u32(m, "ssm.inner_size", m->dv * m->nv, err) || key_u32(m, "ssm.state_size", m->dk, err) ||
-           key_u32(m, "ssm.time_step_rank", m->nv, err) || key_u32(m, "ssm.group_count", m->nk, err) ||
-           key_u32(m, "full_attention_interval", ivl, err)
-               ? -1 : 0;
+            (ms && hf_kv_arr(m->f, k, GGUF_I32, 4, sec, err)) || key_u32(m, "ssm.conv_kernel", ck, err) ||
+            key_u32(m, "ssm.inner_size", m->dv * m->nv, err) || key_u32(m, "ssm.state_size", m->dk, err) ||
+            key_u32(m, "ssm.time_step_rank", m->nv, err) || key_u32(m, "ssm.group_count", m->nk, err) ||
+            key_u32(m, "full_attention_interval", ivl, err)
+        ? -1
+        : 0;
 }
 
 static int arch_keys(hf_model *m, const char *dir, trit_err *err) {
@@ -149,13 +153,15 @@ static int arch_keys(hf_model *m, const char *dir, trit_err *err) {
     int64_t head_dim = embd / m->n_head;
     int has_hd = hp(m, "head_dim") != NULL;
     if (has_hd && hp_int(m, "head_dim", &head_dim, err)) return -1;
-    if (hf_kv_str(m->f, "general.architecture", arch_name(m->arch), err) || hf_kv_str(m->f, "general.name", base, err) ||
-        key_u32(m, "block_count", m->n_layer, err) || key_u32(m, "context_length", ctx, err) ||
-        key_u32(m, "embedding_length", embd, err) || key_u32(m, "feed_forward_length", ff, err) ||
-        key_u32(m, "attention.head_count", m->n_head, err) || key_u32(m, "attention.head_count_kv", m->n_head_kv, err) ||
+    if (hf_kv_str(m->f, "general.architecture", arch_name(m->arch), err) ||
+        hf_kv_str(m->f, "general.name", base, err) || key_u32(m, "block_count", m->n_layer, err) ||
+        key_u32(m, "context_length", ctx, err) || key_u32(m, "embedding_length", embd, err) ||
+        key_u32(m, "feed_forward_length", ff, err) || key_u32(m, "attention.head_count", m->n_head, err) ||
+        key_u32(m, "attention.head_count_kv", m->n_head_kv, err) ||
         key_f32(m, "rope.freq_base", "rope_theta", 0, err) ||
         key_f32(m, "attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, err) ||
-        (has_hd && (key_u32(m, "attention.key_length", head_dim, err) || key_u32(m, "attention.value_length", head_dim, err))))
+        (has_hd &&
+         (key_u32(m, "attention.key_length", head_dim, err) || key_u32(m, "attention.value_length", head_dim, err))))
         return -1;
     if (m->arch == A_LLAMA) {
         int64_t nv;
@@ -302,8 +308,10 @@ static vtile tiling(const hf_model *m, int vt) {
     int64_t rep = m->nv / m->nk, qk = 2 * m->nk * m->dk; /* nk > 0: checked with the config */
     switch (vt) {
     case VT_QKV_ROWS: return (vtile){qk, m->nk, rep, m->dv};
-    case VT_ROWS: case VT_COLS: return (vtile){0, m->nk, rep, m->dv};
-    case VT_HEAD_ROWS: case VT_HEAD_ELEMS: return (vtile){0, m->nk, rep, 1};
+    case VT_ROWS:
+    case VT_COLS: return (vtile){0, m->nk, rep, m->dv};
+    case VT_HEAD_ROWS:
+    case VT_HEAD_ELEMS: return (vtile){0, m->nk, rep, 1};
     default: return (vtile){0, 0, 0, 0};
     }
 }
@@ -349,8 +357,9 @@ static int add_tensor(hf_model *m, const char *hf_name, const char *gguf_name, c
     t->type = e->shape == T_2D ? s->type : TYPE_F32; /* the converter writes 1-D and conv as F32 */
     int64_t rows = t->ne[1], heads = e->rope == 1 ? m->n_head : e->rope == 2 ? m->n_head_kv : 0;
     if (heads && m->arch == A_LLAMA) {
-        if (rows % (2 * heads)) return fail(err, "%s: '%s' has %lld rows, not whole heads of %lld", m->f->path, hf_name,
-                                            (long long)rows, (long long)heads);
+        if (rows % (2 * heads))
+            return fail(err, "%s: '%s' has %lld rows, not whole heads of %lld", m->f->path, hf_name, (long long)rows,
+                        (long long)heads);
         c->rope_heads = (int)heads;
     }
     if (e->vt == VT_COLS || e->vt == VT_HEAD_ELEMS) c->cols = tiling(m, e->vt);
@@ -406,7 +415,7 @@ static int add_tensors(hf_model *m, trit_err *err) {
 /* Tensors the converter skips: the vision tower, multi-token prediction, cached rope tables. */
 static int skipped(const char *name) {
     return !strncmp(name, "visual.", 7) || !strncmp(name, "model.visual.", 13) || !strncmp(name, "mtp.", 4) ||
-           strstr(name, "rotary_emb.inv_freq") != NULL;
+        strstr(name, "rotary_emb.inv_freq") != NULL;
 }
 
 static int check_all_used(const hf_model *m, trit_err *err) {
@@ -487,9 +496,9 @@ int hf_open(const char *dir, tsource *s, trit_err *err) {
     hf_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, "out of memory");
     int rc = -1;
-    if (!(m->f = hf_file_new(dir, err)) || !(m->config = hf_json_load(dir, "config.json", err)) || detect_arch(m, err) ||
-        hp_int(m, "num_hidden_layers", &m->n_layer, err) || arch_keys(m, dir, err) || open_shards(m, dir, err) ||
-        add_tensors(m, err) || check_all_used(m, err))
+    if (!(m->f = hf_file_new(dir, err)) || !(m->config = hf_json_load(dir, "config.json", err)) ||
+        detect_arch(m, err) || hp_int(m, "num_hidden_layers", &m->n_layer, err) || arch_keys(m, dir, err) ||
+        open_shards(m, dir, err) || add_tensors(m, err) || check_all_used(m, err))
         goto done;
     const gguf_tensor *embd = &m->f->tensors[0];
     json_t *text = m->text;

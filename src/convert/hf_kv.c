@@ -38,7 +38,9 @@ static int kv_num(gguf_file *f, const char *key, uint32_t type, uint64_t u, doub
 
 int hf_kv_u32(gguf_file *f, const char *key, uint32_t v, trit_err *err) { return kv_num(f, key, GGUF_U32, v, 0, err); }
 int hf_kv_f32(gguf_file *f, const char *key, float v, trit_err *err) { return kv_num(f, key, GGUF_F32, 0, v, err); }
-int hf_kv_bool(gguf_file *f, const char *key, int v, trit_err *err) { return kv_num(f, key, GGUF_BOOL, v != 0, 0, err); }
+int hf_kv_bool(gguf_file *f, const char *key, int v, trit_err *err) {
+    return kv_num(f, key, GGUF_BOOL, v != 0, 0, err);
+}
 
 int hf_kv_str(gguf_file *f, const char *key, const char *v, trit_err *err) {
     gguf_kv *kv = add_kv(f, key, GGUF_STRING, err);

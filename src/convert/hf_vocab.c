@@ -14,8 +14,8 @@ typedef struct {
     int64_t n;
     const char **text; /* into the JSON, or into pads */
     int32_t *type;
-    float *scores;     /* SPM only */
-    char *pads;        /* "[PADn]" texts of ids nothing names */
+    float *scores; /* SPM only */
+    char *pads; /* "[PADn]" texts of ids nothing names */
     const char **merges;
     char *merge_buf;
     size_t n_merges;
@@ -30,16 +30,15 @@ static int looks_special(const char *s) {
     return n > 4 && !memcmp(s, "<|", 2) && !memcmp(s + n - 2, "|>", 2);
 }
 
-static int is_byte_token(const char *s) {
-    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>';
-}
+static int is_byte_token(const char *s) { return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>'; }
 
 /* Any ByteLevel step in the pre-tokenizer (possibly inside a Sequence) or the decoder. */
 static int has_byte_level(json_t *node) {
     if (json_is_object(node)) {
         json_t *t = json_object_get(node, "type");
         if (json_is_string(t) && !strcmp(json_string_value(t), "ByteLevel")) return 1;
-        return has_byte_level(json_object_get(node, "pretokenizers")) || has_byte_level(json_object_get(node, "decoders"));
+        return has_byte_level(json_object_get(node, "pretokenizers")) ||
+            has_byte_level(json_object_get(node, "decoders"));
     }
     for (size_t i = 0; json_is_array(node) && i < json_array_size(node); i++)
         if (has_byte_level(json_array_get(node, i))) return 1;
@@ -70,7 +69,8 @@ static int set_token(hf_vocab *v, json_t *id, const char *text, int32_t type, tr
 
 static int read_tokens(hf_vocab *v, json_t *model, json_t *added, int spm, int64_t n_vocab, trit_err *err) {
     json_t *vmap = json_object_get(model, "vocab");
-    if (!json_is_object(vmap) || !json_object_size(vmap)) return fail(err, "tokenizer.json: model.vocab is missing or empty");
+    if (!json_is_object(vmap) || !json_object_size(vmap))
+        return fail(err, "tokenizer.json: model.vocab is missing or empty");
     if (added && !json_is_array(added)) return fail(err, "tokenizer.json: added_tokens is not an array");
     int64_t m = max_id(vmap, added);
     if (m >= (1 << 24)) return fail(err, "tokenizer.json: token id %lld is too large", (long long)m);
@@ -83,7 +83,9 @@ static int read_tokens(hf_vocab *v, json_t *model, json_t *added, int spm, int64
     const char *k;
     json_t *id;
     json_object_foreach(vmap, k, id) {
-        int32_t type = spm && unk && !strcmp(k, unk) ? TOKEN_UNKNOWN : spm && is_byte_token(k) ? TOKEN_BYTE : TOKEN_NORMAL;
+        int32_t type = spm && unk && !strcmp(k, unk) ? TOKEN_UNKNOWN
+            : spm && is_byte_token(k)                ? TOKEN_BYTE
+                                                     : TOKEN_NORMAL;
         if (set_token(v, id, k, type, err)) return -1;
     }
     for (size_t i = 0; i < json_array_size(added); i++) {
@@ -92,8 +94,9 @@ static int read_tokens(hf_vocab *v, json_t *model, json_t *added, int spm, int64
         if (!s) return fail(err, "tokenizer.json: added token #%zu has no content", i);
         int64_t at = json_integer_value(json_object_get(a, "id"));
         int keep = spm && at >= 0 && at < v->n && v->type[at] == TOKEN_UNKNOWN;
-        int32_t type = keep ? TOKEN_UNKNOWN
-                       : json_is_true(json_object_get(a, "special")) || looks_special(s) ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+        int32_t type = keep                                                   ? TOKEN_UNKNOWN
+            : json_is_true(json_object_get(a, "special")) || looks_special(s) ? TOKEN_CONTROL
+                                                                              : TOKEN_USER_DEFINED;
         if (set_token(v, json_object_get(a, "id"), s, type, err)) return -1;
     }
     for (int64_t i = 0; i < v->n; i++)
@@ -122,9 +125,9 @@ static int read_merges(hf_vocab *v, json_t *model, trit_err *err) {
     char *p = v->merge_buf;
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(m, i);
-        int w = json_is_string(e) ? sprintf(p, "%s", json_string_value(e))
-                                  : sprintf(p, "%s %s", json_string_value(json_array_get(e, 0)),
-                                            json_string_value(json_array_get(e, 1)));
+        int w = json_is_string(e)
+            ? sprintf(p, "%s", json_string_value(e))
+            : sprintf(p, "%s %s", json_string_value(json_array_get(e, 0)), json_string_value(json_array_get(e, 1)));
         v->merges[i] = p;
         p += w + 1;
     }
@@ -140,7 +143,8 @@ static int spm_scores(hf_vocab *v, json_t *model, trit_err *err) {
     for (size_t r = 0; r < v->n_merges; r++) {
         const char *sp = strchr(v->merges[r], ' ');
         size_t la = sp ? (size_t)(sp - v->merges[r]) : 0;
-        if (!sp || strlen(v->merges[r]) >= sizeof buf) return fail(err, "tokenizer.json: bad merge '%.60s'", v->merges[r]);
+        if (!sp || strlen(v->merges[r]) >= sizeof buf)
+            return fail(err, "tokenizer.json: bad merge '%.60s'", v->merges[r]);
         memcpy(buf, v->merges[r], la);
         strcpy(buf + la, sp + 1);
         json_t *id = json_object_get(vmap, buf);
@@ -169,9 +173,12 @@ static int64_t config_id(const hf_vocab *v, json_t *config, const char *field) {
 }
 
 static int special_ids(gguf_file *f, const hf_vocab *v, json_t *tcfg, json_t *config, json_t *model, trit_err *err) {
-    static const struct { const char *name, *key; } sp[] = {
-        {"bos", "tokenizer.ggml.bos_token_id"}, {"eos", "tokenizer.ggml.eos_token_id"},
-        {"unk", "tokenizer.ggml.unknown_token_id"}, {"pad", "tokenizer.ggml.padding_token_id"}};
+    static const struct {
+        const char *name, *key;
+    } sp[] = {{"bos", "tokenizer.ggml.bos_token_id"},
+              {"eos", "tokenizer.ggml.eos_token_id"},
+              {"unk", "tokenizer.ggml.unknown_token_id"},
+              {"pad", "tokenizer.ggml.padding_token_id"}};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
         char tok[32], cid[32];
         snprintf(tok, sizeof tok, "%s_token", sp[i].name);
@@ -183,8 +190,8 @@ static int special_ids(gguf_file *f, const hf_vocab *v, json_t *tcfg, json_t *co
     }
     for (int eos = 0; eos < 2; eos++) {
         json_t *b = json_object_get(tcfg, eos ? "add_eos_token" : "add_bos_token");
-        if (json_is_boolean(b) && hf_kv_bool(f, eos ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token",
-                                             json_is_true(b), err))
+        if (json_is_boolean(b) &&
+            hf_kv_bool(f, eos ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token", json_is_true(b), err))
             return -1;
     }
     return 0;
@@ -207,9 +214,9 @@ static int chat_template(gguf_file *f, const char *dir, json_t *tcfg, trit_err *
     char *s = NULL;
     long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
     int rc = n < 0 || n > (16 << 20) || fseek(fp, 0, SEEK_SET) || !(s = calloc(1, (size_t)n + 1)) ||
-                     fread(s, 1, (size_t)n, fp) != (size_t)n
-                 ? fail(err, "%s: cannot read it", path)
-                 : hf_kv_str(f, "tokenizer.chat_template", s, err);
+            fread(s, 1, (size_t)n, fp) != (size_t)n
+        ? fail(err, "%s: cannot read it", path)
+        : hf_kv_str(f, "tokenizer.chat_template", s, err);
     free(s);
     fclose(fp);
     return rc;
@@ -218,7 +225,8 @@ static int chat_template(gguf_file *f, const char *dir, json_t *tcfg, trit_err *
 /* The Split regex of a pre-tokenizer (possibly inside a Sequence), or NULL. */
 static const char *split_regex(json_t *node) {
     const char *type = json_string_value(json_object_get(node, "type"));
-    if (type && !strcmp(type, "Split")) return json_string_value(json_object_get(json_object_get(node, "pattern"), "Regex"));
+    if (type && !strcmp(type, "Split"))
+        return json_string_value(json_object_get(json_object_get(node, "pattern"), "Regex"));
     json_t *seq = json_object_get(node, "pretokenizers");
     for (size_t i = 0; i < json_array_size(seq); i++) {
         const char *r = split_regex(json_array_get(seq, i));
@@ -241,11 +249,11 @@ static const char *pre_name(json_t *pre, const char *arch) {
 
 static int write_keys(gguf_file *f, hf_vocab *v, int spm, const char *pre, trit_err *err) {
     int rc = hf_kv_str(f, "tokenizer.ggml.model", spm ? "llama" : "gpt2", err) ||
-             (!spm && hf_kv_str(f, "tokenizer.ggml.pre", pre, err)) ||
-             hf_kv_strs(f, "tokenizer.ggml.tokens", (uint64_t)v->n, v->text, err) ||
-             (spm && hf_kv_arr(f, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)v->n, v->scores, err)) ||
-             hf_kv_arr(f, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)v->n, v->type, err) ||
-             (!spm && hf_kv_strs(f, "tokenizer.ggml.merges", v->n_merges, v->merges, err));
+        (!spm && hf_kv_str(f, "tokenizer.ggml.pre", pre, err)) ||
+        hf_kv_strs(f, "tokenizer.ggml.tokens", (uint64_t)v->n, v->text, err) ||
+        (spm && hf_kv_arr(f, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)v->n, v->scores, err)) ||
+        hf_kv_arr(f, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)v->n, v->type, err) ||
+        (!spm && hf_kv_strs(f, "tokenizer.ggml.merges", v->n_merges, v->merges, err));
     return rc ? -1 : 0;
 }
 
@@ -256,7 +264,8 @@ int hf_vocab_keys(gguf_file *f, const char *dir, const char *arch, json_t *confi
     if (!tok) return -1;
     json_t *model = json_object_get(tok, "model");
     const char *type = json_string_value(json_object_get(model, "type"));
-    int byte_level = has_byte_level(json_object_get(tok, "pre_tokenizer")) || has_byte_level(json_object_get(tok, "decoder"));
+    int byte_level =
+        has_byte_level(json_object_get(tok, "pre_tokenizer")) || has_byte_level(json_object_get(tok, "decoder"));
     int spm = !byte_level && json_is_true(json_object_get(model, "byte_fallback"));
     if (!type || strcmp(type, "BPE"))
         fail(err, "%s/tokenizer.json: model type '%s' is not supported (BPE only)", dir, type ? type : "?");

@@ -12,15 +12,18 @@
 #define MAX_HEADER (100u << 20)
 
 static int dtype_of(const char *s, uint32_t *type, uint64_t *esize) {
-    static const struct { const char *name; uint32_t type; uint64_t size; } dt[] = {
-        {"F32", TYPE_F32, 4}, {"F16", TYPE_F16, 2}, {"BF16", TYPE_BF16, 2}};
+    static const struct {
+        const char *name;
+        uint32_t type;
+        uint64_t size;
+    } dt[] = {{"F32", TYPE_F32, 4}, {"F16", TYPE_F16, 2}, {"BF16", TYPE_BF16, 2}};
     for (size_t i = 0; i < sizeof dt / sizeof dt[0]; i++)
         if (!strcmp(s, dt[i].name)) return *type = dt[i].type, *esize = dt[i].size, 0;
     return -1;
 }
 
-static int read_entry(const st_file *f, const char *name, json_t *e, st_tensor *t, uint64_t data_size,
-                      uint64_t *begin, trit_err *err) {
+static int read_entry(const st_file *f, const char *name, json_t *e, st_tensor *t, uint64_t data_size, uint64_t *begin,
+                      trit_err *err) {
     json_t *dtype = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"),
            *offs = json_object_get(e, "data_offsets");
     uint64_t esize = 0;
@@ -30,7 +33,8 @@ static int read_entry(const st_file *f, const char *name, json_t *e, st_tensor *
         return fail(err, "%s: tensor '%s' has dtype %.16s (supported: F32, F16, BF16)", f->path, name,
                     json_string_value(dtype));
     size_t nd = json_array_size(shape);
-    if (nd > ST_MAX_DIMS) return fail(err, "%s: tensor '%s' has %zu dimensions (at most %d)", f->path, name, nd, ST_MAX_DIMS);
+    if (nd > ST_MAX_DIMS)
+        return fail(err, "%s: tensor '%s' has %zu dimensions (at most %d)", f->path, name, nd, ST_MAX_DIMS);
     uint64_t bytes = esize;
     t->n_dims = (int)nd;
     for (size_t i = 0; i < nd; i++) {
@@ -58,7 +62,10 @@ static int read_entry(const st_file *f, const char *name, json_t *e, st_tensor *
     return 0;
 }
 
-typedef struct { uint64_t lo; size_t i; } span;
+typedef struct {
+    uint64_t lo;
+    size_t i;
+} span;
 
 static int cmp_span(const void *a, const void *b) {
     const span *x = a, *y = b;
@@ -87,7 +94,8 @@ static int parse(st_file *f, trit_err *err) {
     uint64_t hlen = rd_u64(p);
     if (hlen > size - 8)
         return fail(err, "%s: header length %llu runs past the end of the file", f->path, (unsigned long long)hlen);
-    if (hlen < 2 || hlen > MAX_HEADER) return fail(err, "%s: bad header length %llu", f->path, (unsigned long long)hlen);
+    if (hlen < 2 || hlen > MAX_HEADER)
+        return fail(err, "%s: bad header length %llu", f->path, (unsigned long long)hlen);
     json_error_t je;
     json_t *h = json_loadb((const char *)p + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(h)) {

@@ -14,11 +14,11 @@
 
 typedef struct {
     char *name;
-    uint32_t type;             /* TYPE_F32, TYPE_F16 or TYPE_BF16 */
+    uint32_t type; /* TYPE_F32, TYPE_F16 or TYPE_BF16 */
     int n_dims;
     int64_t shape[ST_MAX_DIMS]; /* as stored: shape[0] is the outermost (PyTorch order) */
-    uint64_t size;             /* bytes */
-    const void *data;          /* view into the mapping */
+    uint64_t size; /* bytes */
+    const void *data; /* view into the mapping */
 } st_tensor;
 
 typedef struct {

@@ -67,8 +67,12 @@ int trit_model_n_vocab(const trit_model *m) {
 }
 trit_model_info trit_model_get_info(const trit_model *tm) {
     const model *m = tm->m;
-    trit_model_info info = {.arch = m->arch, .ftype = "none", .n_layer = m->hp.n_layer, .n_embd = m->hp.n_embd,
-                            .n_vocab = trit_model_n_vocab(tm), .rotated = m->rot.present,
+    trit_model_info info = {.arch = m->arch,
+                            .ftype = "none",
+                            .n_layer = m->hp.n_layer,
+                            .n_embd = m->hp.n_embd,
+                            .n_vocab = trit_model_n_vocab(tm),
+                            .rotated = m->rot.present,
                             .repack = tm->b.ops->weights_source(&tm->b)};
     uint64_t by_type[TYPE_COUNT] = {0};
     for (size_t i = 0; i < m->file->n_tensors; i++) {

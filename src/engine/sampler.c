@@ -22,24 +22,33 @@ typedef struct {
 struct trit_sampler {
     trit_sampler_params par;
     int n_vocab;
-    cand *c;           /* n_vocab candidates; the chain shrinks the live prefix */
-    uint32_t *count;   /* per token: occurrences in the penalty window */
-    int32_t *ring;     /* the last repeat_last_n accepted tokens (NULL for -1 or 0) */
+    cand *c; /* n_vocab candidates; the chain shrinks the live prefix */
+    uint32_t *count; /* per token: occurrences in the penalty window */
+    int32_t *ring; /* the last repeat_last_n accepted tokens (NULL for -1 or 0) */
     int ring_len, ring_pos;
     int32_t *bias_off; /* n_vocab + 1 offsets: token t's biases are bias[bias_off[t] .. bias_off[t + 1]),
                           in their given order (NULL when there are none) */
     float *bias;
-    int penalize;      /* a penalty is on */
-    int can_raise;     /* a penalty can raise a logit: repeat < 1, or a negative frequency or presence */
-    uint64_t seed;     /* the effective seed, so reset can replay the sequence */
-    uint64_t rng[4];   /* xoshiro256** state */
+    int penalize; /* a penalty is on */
+    int can_raise; /* a penalty can raise a logit: repeat < 1, or a negative frequency or presence */
+    uint64_t seed; /* the effective seed, so reset can replay the sequence */
+    uint64_t rng[4]; /* xoshiro256** state */
 };
 
 trit_sampler_params trit_sampler_default_params(void) {
     trit_sampler_params p = {
-        .temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-        .repeat_penalty = 1.0f, .repeat_last_n = 64, .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
-        .logit_bias = NULL, .n_logit_bias = 0, .ignore_eos = 0, .seed = TRIT_DEFAULT_SEED,
+        .temp = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .presence_penalty = 0.0f,
+        .frequency_penalty = 0.0f,
+        .logit_bias = NULL,
+        .n_logit_bias = 0,
+        .ignore_eos = 0,
+        .seed = TRIT_DEFAULT_SEED,
     };
     return p;
 }
@@ -142,14 +151,13 @@ static trit_sampler *sampler_new(const trit_sampler_params *p, int n_vocab, cons
     int n_eog = 0;
     int32_t *eog = p->ignore_eos ? eog_tokens(m, n_vocab, &n_eog) : NULL;
     int ok = s->c && s->count && (!s->ring_len || s->ring) && (!p->ignore_eos || eog) &&
-             !set_biases(s, p->logit_bias, p->n_logit_bias, eog, n_eog);
+        !set_biases(s, p->logit_bias, p->n_logit_bias, eog, n_eog);
     free(eog);
     if (!ok) {
         trit_sampler_free(s);
         return NULL;
     }
-    s->seed = p->seed != TRIT_DEFAULT_SEED ? p->seed
-                                           : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    s->seed = p->seed != TRIT_DEFAULT_SEED ? p->seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     trit_sampler_reset(s);
     return s;
 }

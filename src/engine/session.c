@@ -52,7 +52,8 @@ static int check_item(const session *s, const int32_t *tokens, int n, trit_err *
     if (n > s->n_ctx - s->n_past)
         return fail(err, "%d tokens do not fit: %d of the context's %d are used", n, s->n_past, s->n_ctx);
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab) return fail(err, "token id %d is out of range [0, %d)", tokens[i], n_vocab);
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return fail(err, "token id %d is out of range [0, %d)", tokens[i], n_vocab);
     return 0;
 }
 
@@ -72,8 +73,9 @@ static void run_passes(backend_state *work, session **ss, const int32_t *const *
         rows[nb] = (backend_row){s->st, s->n_past + i, n[item] - ub < BACKEND_UBATCH ? n[item] - ub : BACKEND_UBATCH};
         toks[nb] = tokens[item][i];
         out[nb] = !logits[item] ? NULL
-                  : all_logits[item] ? logits[item] + (size_t)i * n_vocab
-                  : i == n[item] - 1 ? logits[item] : NULL;
+            : all_logits[item]  ? logits[item] + (size_t)i * n_vocab
+            : i == n[item] - 1  ? logits[item]
+                                : NULL;
         nb++;
         if (++i == n[item]) i = 0, item++;
         if (nb == max_rows || item == n_items) {

@@ -11,9 +11,19 @@
 #include "base/util.h"
 
 enum gguf_vtype {
-    GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,
-    GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_U64 = 10,
-    GGUF_I64 = 11, GGUF_F64 = 12,
+    GGUF_U8 = 0,
+    GGUF_I8 = 1,
+    GGUF_U16 = 2,
+    GGUF_I16 = 3,
+    GGUF_U32 = 4,
+    GGUF_I32 = 5,
+    GGUF_F32 = 6,
+    GGUF_BOOL = 7,
+    GGUF_STRING = 8,
+    GGUF_ARRAY = 9,
+    GGUF_U64 = 10,
+    GGUF_I64 = 11,
+    GGUF_F64 = 12,
 };
 
 #define GGUF_MAX_DIMS 4
@@ -26,15 +36,17 @@ typedef struct {
 
 typedef struct {
     char *key;
-    uint32_t type;     /* enum gguf_vtype */
+    uint32_t type; /* enum gguf_vtype */
     uint32_t arr_type; /* element type when type == GGUF_ARRAY */
-    uint64_t n;        /* element count for arrays, 1 otherwise */
+    uint64_t n; /* element count for arrays, 1 otherwise */
     union {
-        uint64_t u64; int64_t i64; double f64; /* scalars, widened */
-        gguf_str str;                          /* GGUF_STRING */
+        uint64_t u64;
+        int64_t i64;
+        double f64; /* scalars, widened */
+        gguf_str str; /* GGUF_STRING */
     } v;
-    const void *arr;   /* GGUF_ARRAY of numbers: the raw little-endian elements (in the map) */
-    gguf_str *strs;    /* GGUF_ARRAY of strings: n copies (the reader keeps all characters in
+    const void *arr; /* GGUF_ARRAY of numbers: the raw little-endian elements (in the map) */
+    gguf_str *strs; /* GGUF_ARRAY of strings: n copies (the reader keeps all characters in
                         * one block that strs[0].str owns; the writer accepts any layout) */
 } gguf_kv;
 
@@ -42,10 +54,10 @@ typedef struct {
     char *name;
     uint32_t n_dims;
     int64_t ne[GGUF_MAX_DIMS]; /* ne[0] = row length; unused dims are 1 */
-    uint32_t type;             /* GGML type id */
-    uint64_t offset;           /* relative to the data section */
-    uint64_t size;             /* bytes */
-    const void *data;          /* view into the file */
+    uint32_t type; /* GGML type id */
+    uint64_t offset; /* relative to the data section */
+    uint64_t size; /* bytes */
+    const void *data; /* view into the file */
 } gguf_tensor;
 
 typedef struct {
@@ -58,10 +70,10 @@ typedef struct {
     gguf_tensor *tensors;
     uint64_t data_offset; /* start of the data section in the file */
     file_map map;
-    int owns_map;                  /* 0 for gguf_open_buffer: the caller's bytes */
-    int legacy_q2_0;               /* GGUF_OPEN_LEGACY_Q2_0 relabelled legacy type-42 tensors */
-    int owns_arrays;               /* built in memory (gguf_index): numeric kv->arr are malloc'd */
-    const gguf_kv **kv_by_key;     /* kv sorted by key, for lookups */
+    int owns_map; /* 0 for gguf_open_buffer: the caller's bytes */
+    int legacy_q2_0; /* GGUF_OPEN_LEGACY_Q2_0 relabelled legacy type-42 tensors */
+    int owns_arrays; /* built in memory (gguf_index): numeric kv->arr are malloc'd */
+    const gguf_kv **kv_by_key; /* kv sorted by key, for lookups */
     const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
 } gguf_file;
 
@@ -114,15 +126,15 @@ int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v, trit_err *e
 int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, trit_err *err);
 /* Adds a tensor; data (size bytes, which must equal the type's row bytes times rows) is
  * referenced, not copied, until gguf_writer_write returns. */
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const int64_t *ne, const void *data, uint64_t size, trit_err *err);
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                           const void *data, uint64_t size, trit_err *err);
 /* Producer of rows [row0, row0 + n_rows) of a tensor (rows = the product of ne[1..]) into dst,
  * n_rows times the row bytes; returns 0, or -1 with err set, which aborts the write. */
 typedef int (*gguf_rows_fn)(void *ctx, int64_t row0, int64_t n_rows, void *dst, trit_err *err);
 /* Adds a tensor whose data fn produces during gguf_writer_write, in order, a bounded chunk at a
  * time: files larger than memory can be written. ctx must live until the write returns. */
-int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                                const int64_t *ne, gguf_rows_fn fn, void *ctx, trit_err *err);
+int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                                gguf_rows_fn fn, void *ctx, trit_err *err);
 int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err);
 
 #endif

@@ -12,7 +12,7 @@
 #include "types/types.h"
 
 /* Smallest possible encodings, used to bound counts by the bytes left. */
-#define KV_MIN_BYTES 13     /* key length (8) + value type (4) + a one-byte value */
+#define KV_MIN_BYTES 13 /* key length (8) + value type (4) + a one-byte value */
 #define TENSOR_MIN_BYTES 32 /* name length (8) + n_dims (4) + one ne (8) + type (4) + offset (8) */
 
 typedef struct {
@@ -20,7 +20,7 @@ typedef struct {
     uint64_t size, pos;
     const char *file;
     char where[200]; /* what is being read, for messages: "header", "key 'x'", "tensor 'y'" */
-    unsigned flags;  /* GGUF_OPEN_* */
+    unsigned flags; /* GGUF_OPEN_* */
     trit_err *err;
 } cursor;
 
@@ -28,8 +28,8 @@ static uint64_t left(const cursor *c) { return c->size - c->pos; }
 
 static int need(cursor *c, uint64_t n) {
     if (n <= left(c)) return 0;
-    return fail(c->err, "%s: %s: file truncated (needs %" PRIu64 " bytes at offset %" PRIu64
-                ", file has %" PRIu64 ")", c->file, c->where, n, c->pos, c->size);
+    return fail(c->err, "%s: %s: file truncated (needs %" PRIu64 " bytes at offset %" PRIu64 ", file has %" PRIu64 ")",
+                c->file, c->where, n, c->pos, c->size);
 }
 
 static int get_u32(cursor *c, uint32_t *v) {
@@ -50,8 +50,8 @@ static int get_u64(cursor *c, uint64_t *v) {
 static int get_str_len(cursor *c, uint64_t *len) {
     if (get_u64(c, len)) return -1;
     if (*len > left(c))
-        return fail(c->err, "%s: %s: string length %" PRIu64 " exceeds the %" PRIu64 " bytes left",
-                    c->file, c->where, *len, left(c));
+        return fail(c->err, "%s: %s: string length %" PRIu64 " exceeds the %" PRIu64 " bytes left", c->file, c->where,
+                    *len, left(c));
     return 0;
 }
 
@@ -73,8 +73,7 @@ static int get_name(cursor *c, char **out, const char *what) {
     if (get_str(c, &s)) return -1;
     if (s.len == 0 || memchr(s.str, 0, (size_t)s.len)) {
         free(s.str);
-        return fail(c->err, "%s: %s: %s is %s", c->file, c->where, what,
-                    s.len ? "contains a NUL byte" : "empty");
+        return fail(c->err, "%s: %s: %s is %s", c->file, c->where, what, s.len ? "contains a NUL byte" : "empty");
     }
     *out = s.str;
     return 0;
@@ -82,33 +81,37 @@ static int get_name(cursor *c, char **out, const char *what) {
 
 size_t gguf_vtype_size(uint32_t t) {
     switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
+    case GGUF_U8:
+    case GGUF_I8:
+    case GGUF_BOOL: return 1;
+    case GGUF_U16:
+    case GGUF_I16: return 2;
+    case GGUF_U32:
+    case GGUF_I32:
+    case GGUF_F32: return 4;
+    case GGUF_U64:
+    case GGUF_I64:
+    case GGUF_F64: return 8;
     default: return 0;
     }
 }
 
 const char *gguf_vtype_name(uint32_t t) {
-    static const char *const names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+    static const char *const names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                         "bool", "string", "array", "u64", "i64", "f64"};
     return t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
-static int vtype_is_int(uint32_t t) {
-    return t <= GGUF_I32 || t == GGUF_U64 || t == GGUF_I64;
-}
-static int vtype_is_signed(uint32_t t) {
-    return t == GGUF_I8 || t == GGUF_I16 || t == GGUF_I32 || t == GGUF_I64;
-}
+static int vtype_is_int(uint32_t t) { return t <= GGUF_I32 || t == GGUF_U64 || t == GGUF_I64; }
+static int vtype_is_signed(uint32_t t) { return t == GGUF_I8 || t == GGUF_I16 || t == GGUF_I32 || t == GGUF_I64; }
 static int vtype_is_float(uint32_t t) { return t == GGUF_F32 || t == GGUF_F64; }
 
 /* Decodes one little-endian number; integers land in *i or *u (by signedness), floats in *d. */
 static void decode_num(uint32_t t, const uint8_t *p, int64_t *i, uint64_t *u, double *d) {
     *i = 0, *u = 0, *d = 0;
     switch (t) {
-    case GGUF_U8: case GGUF_BOOL: *u = p[0]; break;
+    case GGUF_U8:
+    case GGUF_BOOL: *u = p[0]; break;
     case GGUF_I8: *i = (int8_t)p[0]; break;
     case GGUF_U16: *u = rd_u16(p); break;
     case GGUF_I16: *i = (int16_t)rd_u16(p); break;
@@ -116,7 +119,12 @@ static void decode_num(uint32_t t, const uint8_t *p, int64_t *i, uint64_t *u, do
     case GGUF_I32: *i = (int32_t)rd_u32(p); break;
     case GGUF_U64: *u = rd_u64(p); break;
     case GGUF_I64: *i = (int64_t)rd_u64(p); break;
-    case GGUF_F32: { float f; memcpy(&f, p, 4); *d = f; break; }
+    case GGUF_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        *d = f;
+        break;
+    }
     case GGUF_F64: memcpy(d, p, 8); break;
     default: break;
     }
@@ -126,8 +134,8 @@ static void decode_num(uint32_t t, const uint8_t *p, int64_t *i, uint64_t *u, do
  * characters (strs[0].str owns it), so n tiny strings cost two allocations, not n. */
 static int get_str_array(cursor *c, gguf_kv *kv) {
     if (kv->n > left(c) / 8)
-        return fail(c->err, "%s: %s: array of %" PRIu64 " strings cannot fit in the %" PRIu64
-                    " bytes left", c->file, c->where, kv->n, left(c));
+        return fail(c->err, "%s: %s: array of %" PRIu64 " strings cannot fit in the %" PRIu64 " bytes left", c->file,
+                    c->where, kv->n, left(c));
     uint64_t start = c->pos, chars = 0;
     for (uint64_t i = 0; i < kv->n; i++) {
         uint64_t len;
@@ -159,16 +167,13 @@ static int get_str_array(cursor *c, gguf_kv *kv) {
 static int get_array(cursor *c, gguf_kv *kv) {
     if (get_u32(c, &kv->arr_type) || get_u64(c, &kv->n)) return -1;
     if (kv->arr_type == GGUF_STRING) return get_str_array(c, kv);
-    if (kv->arr_type == GGUF_ARRAY)
-        return fail(c->err, "%s: %s: nested arrays are not supported", c->file, c->where);
+    if (kv->arr_type == GGUF_ARRAY) return fail(c->err, "%s: %s: nested arrays are not supported", c->file, c->where);
     size_t es = gguf_vtype_size(kv->arr_type);
-    if (!es)
-        return fail(c->err, "%s: %s: array has unknown element type %" PRIu32, c->file, c->where,
-                    kv->arr_type);
+    if (!es) return fail(c->err, "%s: %s: array has unknown element type %" PRIu32, c->file, c->where, kv->arr_type);
     uint64_t bytes;
     if (!mul_ok(kv->n, es, &bytes) || bytes > left(c))
-        return fail(c->err, "%s: %s: array of %" PRIu64 " %s cannot fit in the %" PRIu64
-                    " bytes left", c->file, c->where, kv->n, gguf_vtype_name(kv->arr_type), left(c));
+        return fail(c->err, "%s: %s: array of %" PRIu64 " %s cannot fit in the %" PRIu64 " bytes left", c->file,
+                    c->where, kv->n, gguf_vtype_name(kv->arr_type), left(c));
     kv->arr = c->p + c->pos;
     c->pos += bytes;
     return 0;
@@ -179,8 +184,7 @@ static int get_value(cursor *c, gguf_kv *kv) {
     if (kv->type == GGUF_STRING) return get_str(c, &kv->v.str);
     if (kv->type == GGUF_ARRAY) return get_array(c, kv);
     size_t es = gguf_vtype_size(kv->type);
-    if (!es)
-        return fail(c->err, "%s: %s: unknown value type %" PRIu32, c->file, c->where, kv->type);
+    if (!es) return fail(c->err, "%s: %s: unknown value type %" PRIu32, c->file, c->where, kv->type);
     if (need(c, es)) return -1;
     const uint8_t *p = c->p + c->pos;
     if (kv->type == GGUF_BOOL && p[0] > 1)
@@ -272,8 +276,8 @@ static int read_alignment(cursor *c, gguf_file *f) {
         return fail(c->err, "%s: key 'general.alignment' has type %s, expected u32", c->file,
                     gguf_vtype_name(kv->type));
     if (kv->v.u64 == 0 || (kv->v.u64 & (kv->v.u64 - 1)))
-        return fail(c->err, "%s: key 'general.alignment' is %" PRIu64
-                    ", which is not a nonzero power of two", c->file, kv->v.u64);
+        return fail(c->err, "%s: key 'general.alignment' is %" PRIu64 ", which is not a nonzero power of two", c->file,
+                    kv->v.u64);
     f->alignment = kv->v.u64;
     return 0;
 }
@@ -281,15 +285,14 @@ static int read_alignment(cursor *c, gguf_file *f) {
 static int read_tensor_info(cursor *c, gguf_tensor *t) {
     if (get_u32(c, &t->n_dims)) return -1;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
-        return fail(c->err, "%s: %s: n_dims is %" PRIu32 ", expected 1 to %d", c->file, c->where,
-                    t->n_dims, GGUF_MAX_DIMS);
+        return fail(c->err, "%s: %s: n_dims is %" PRIu32 ", expected 1 to %d", c->file, c->where, t->n_dims,
+                    GGUF_MAX_DIMS);
     for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         uint64_t v;
         if (get_u64(c, &v)) return -1;
         if (v > INT64_MAX)
-            return fail(c->err, "%s: %s: ne[%" PRIu32 "] = %" PRId64 " is negative", c->file,
-                        c->where, d, (int64_t)v);
+            return fail(c->err, "%s: %s: ne[%" PRIu32 "] = %" PRId64 " is negative", c->file, c->where, d, (int64_t)v);
         t->ne[d] = (int64_t)v;
     }
     return get_u32(c, &t->type) || get_u64(c, &t->offset) ? -1 : 0;
@@ -319,8 +322,10 @@ static int tensor_bytes(cursor *c, const gguf_tensor *t, const type_traits *tt, 
         if (!mul_ok(n, (uint64_t)t->ne[d], &n) || n > INT64_MAX)
             return fail(c->err, "%s: tensor '%.150s': element count overflows", c->file, t->name);
     if (t->ne[0] % tt->blck)
-        return fail(c->err, "%s: tensor '%.150s': ne[0] = %" PRId64 " is not a multiple of the %s"
-                    " block size %" PRId64, c->file, t->name, t->ne[0], tt->name, tt->blck);
+        return fail(c->err,
+                    "%s: tensor '%.150s': ne[0] = %" PRId64 " is not a multiple of the %s"
+                    " block size %" PRId64,
+                    c->file, t->name, t->ne[0], tt->name, tt->blck);
     if (!mul_ok(n / (uint64_t)tt->blck, tt->size, out))
         return fail(c->err, "%s: tensor '%.150s': byte size overflows", c->file, t->name);
     return 0;
@@ -330,11 +335,9 @@ static int check_type(cursor *c, const gguf_tensor *t) {
     const type_traits *tt = type_get(t->type);
     if (tt && tt->weight) return 0;
     const char *name = type_name(t->type);
-    if (!name)
-        return fail(c->err, "%s: tensor '%.150s' has unknown type id %" PRIu32, c->file, t->name,
-                    t->type);
-    return fail(c->err, "%s: tensor '%.150s' has type %s (%" PRIu32 "), which trit does not support",
-                c->file, t->name, name, t->type);
+    if (!name) return fail(c->err, "%s: tensor '%.150s' has unknown type id %" PRIu32, c->file, t->name, t->type);
+    return fail(c->err, "%s: tensor '%.150s' has type %s (%" PRIu32 "), which trit does not support", c->file, t->name,
+                name, t->type);
 }
 
 /* By offset, then by position in the file's list (qsort is not stable). */
@@ -346,19 +349,21 @@ static int cmp_tensor_offset(const void *a, const void *b) {
 
 /* 0 when every span (offset, size[tensor index]) lies in the file and none overlaps; with
  * report set, the first problem becomes the error. order holds the tensors sorted by offset. */
-static int spans_ok(cursor *c, const gguf_file *f, gguf_tensor **order, const uint64_t *size,
-                    int report) {
+static int spans_ok(cursor *c, const gguf_file *f, gguf_tensor **order, const uint64_t *size, int report) {
     uint64_t room = c->size - f->data_offset;
     for (size_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = order[i];
         uint64_t end, n = size[t - f->tensors];
         if (!add_ok(t->offset, n, &end) || end > room)
-            return report ? fail(c->err, "%s: tensor '%.150s' (offset %" PRIu64 ", %" PRIu64
-                                 " bytes) extends past the end of the file", c->file, t->name,
-                                 t->offset, n) : -1;
+            return report
+                ? fail(c->err,
+                       "%s: tensor '%.150s' (offset %" PRIu64 ", %" PRIu64 " bytes) extends past the end of the file",
+                       c->file, t->name, t->offset, n)
+                : -1;
         if (i + 1 < f->n_tensors && end > order[i + 1]->offset)
-            return report ? fail(c->err, "%s: tensors '%.150s' and '%.150s' overlap", c->file,
-                                 t->name, order[i + 1]->name) : -1;
+            return report
+                ? fail(c->err, "%s: tensors '%.150s' and '%.150s' overlap", c->file, t->name, order[i + 1]->name)
+                : -1;
     }
     return 0;
 }
@@ -383,10 +388,12 @@ static int legacy_q2_0(cursor *c, gguf_file *f, gguf_tensor **order, uint64_t *s
         f->legacy_q2_0 = 1;
         return 0;
     }
-    return fail(c->err, "%s: legacy group-128 Q2_0 file: tensor '%.150s' and the other type-42 "
+    return fail(c->err,
+                "%s: legacy group-128 Q2_0 file: tensor '%.150s' and the other type-42 "
                 "tensors use PrismML's old \"Q2_0\" layout (128 values in 34 bytes, today's PQ2_0) "
                 "where type 42 now means group-64 Q2_0; convert the file to PQ2_0 (trit quantize "
-                "will do that)", c->file, first->name);
+                "will do that)",
+                c->file, first->name);
 }
 
 /* Spans of tensors whose sizes are known: in the file, not overlapping (or legacy Q2_0). */
@@ -418,54 +425,50 @@ static int check_tensors(cursor *c, gguf_file *f) {
         if (check_type(c, t)) return -1;
         if (tensor_bytes(c, t, type_get(t->type), &t->size)) return -1;
         if (t->offset % f->alignment)
-            return fail(c->err, "%s: tensor '%.150s': offset %" PRIu64 " is not a multiple of the "
-                        "alignment %" PRIu64, c->file, t->name, t->offset, f->alignment);
+            return fail(c->err,
+                        "%s: tensor '%.150s': offset %" PRIu64 " is not a multiple of the "
+                        "alignment %" PRIu64,
+                        c->file, t->name, t->offset, f->alignment);
     }
     return check_spans(c, f);
 }
 
 static int read_header(cursor *c, gguf_file *f, uint64_t *n_tensors, uint64_t *n_kv) {
     snprintf(c->where, sizeof c->where, "header");
-    if (c->size < 4 || memcmp(c->p, "GGUF", 4))
-        return fail(c->err, "%s: not a GGUF file (bad magic)", c->file);
+    if (c->size < 4 || memcmp(c->p, "GGUF", 4)) return fail(c->err, "%s: not a GGUF file (bad magic)", c->file);
     c->pos = 4;
     if (get_u32(c, &f->version)) return -1;
-    if (f->version == 1)
-        return fail(c->err, "%s: GGUF version 1 is not supported (only 2 and 3)", c->file);
+    if (f->version == 1) return fail(c->err, "%s: GGUF version 1 is not supported (only 2 and 3)", c->file);
     if (f->version != 2 && f->version != 3) {
-        if ((f->version & 0xffff) == 0)
-            return fail(c->err, "%s: big-endian GGUF files are not supported", c->file);
-        return fail(c->err, "%s: unsupported GGUF version %" PRIu32 " (only 2 and 3)", c->file,
-                    f->version);
+        if ((f->version & 0xffff) == 0) return fail(c->err, "%s: big-endian GGUF files are not supported", c->file);
+        return fail(c->err, "%s: unsupported GGUF version %" PRIu32 " (only 2 and 3)", c->file, f->version);
     }
     if (get_u64(c, n_tensors) || get_u64(c, n_kv)) return -1;
     if (*n_kv > left(c) / KV_MIN_BYTES)
-        return fail(c->err, "%s: header: n_kv = %" PRIu64 " cannot fit in the %" PRIu64
-                    " bytes left", c->file, *n_kv, left(c));
+        return fail(c->err, "%s: header: n_kv = %" PRIu64 " cannot fit in the %" PRIu64 " bytes left", c->file, *n_kv,
+                    left(c));
     if (*n_tensors > (left(c) - *n_kv * KV_MIN_BYTES) / TENSOR_MIN_BYTES)
-        return fail(c->err, "%s: header: n_tensors = %" PRIu64 " cannot fit in the %" PRIu64
-                    " bytes left", c->file, *n_tensors, left(c));
+        return fail(c->err, "%s: header: n_tensors = %" PRIu64 " cannot fit in the %" PRIu64 " bytes left", c->file,
+                    *n_tensors, left(c));
     return 0;
 }
 
 static int parse(gguf_file *f, unsigned flags, trit_err *err) {
     cursor c = {.p = f->map.data, .size = f->map.size, .file = f->path, .flags = flags, .err = err};
     uint64_t n_tensors, n_kv;
-    if (read_header(&c, f, &n_tensors, &n_kv) || read_kvs(&c, f, n_kv) ||
-        read_alignment(&c, f) || read_tensor_infos(&c, f, n_tensors))
+    if (read_header(&c, f, &n_tensors, &n_kv) || read_kvs(&c, f, n_kv) || read_alignment(&c, f) ||
+        read_tensor_infos(&c, f, n_tensors))
         return -1;
     /* A 0-tensor file may end right here, without the padding (vocab-only files do). */
     f->data_offset = (c.pos + f->alignment - 1) / f->alignment * f->alignment;
     if (f->n_tensors == 0) return 0;
     if (f->data_offset > c.size)
-        return fail(err, "%s: data section would start at %" PRIu64 ", past the end of the file",
-                    c.file, f->data_offset);
+        return fail(err, "%s: data section would start at %" PRIu64 ", past the end of the file", c.file,
+                    f->data_offset);
     if (check_tensors(&c, f)) return -1;
-    for (size_t i = 0; i < f->n_tensors; i++)
-        f->tensors[i].data = c.p + f->data_offset + f->tensors[i].offset;
+    for (size_t i = 0; i < f->n_tensors; i++) f->tensors[i].data = c.p + f->data_offset + f->tensors[i].offset;
     return 0;
 }
-
 
 static gguf_file *open_map(gguf_file *f, unsigned flags, trit_err *err) {
     if (parse(f, flags, err) == 0) return f;
@@ -541,8 +544,7 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 }
 
 static int type_mismatch(const gguf_file *f, const gguf_kv *kv, const char *want, trit_err *err) {
-    fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key,
-         gguf_vtype_name(kv->type), want);
+    fail(err, "%s: key '%.150s' has type %s, expected %s", f->path, kv->key, gguf_vtype_name(kv->type), want);
     return err_one_line(err);
 }
 

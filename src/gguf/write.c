@@ -34,8 +34,7 @@ struct gguf_writer {
 };
 
 gguf_writer *gguf_writer_new(uint32_t version, uint64_t alignment) {
-    if ((version != 2 && version != 3) || !alignment || (alignment & (alignment - 1)) ||
-        alignment > UINT32_MAX)
+    if ((version != 2 && version != 3) || !alignment || (alignment & (alignment - 1)) || alignment > UINT32_MAX)
         return NULL;
     gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return NULL;
@@ -112,8 +111,7 @@ static int check_kv(const gguf_kv *kv, trit_err *err) {
         if (kv->arr_type == GGUF_ARRAY)
             return fail(err, "gguf writer: key '%.150s': nested arrays are not supported", kv->key);
         if (kv->arr_type != GGUF_STRING && !gguf_vtype_size(kv->arr_type))
-            return fail(err, "gguf writer: key '%.150s': unknown array element type %" PRIu32,
-                        kv->key, kv->arr_type);
+            return fail(err, "gguf writer: key '%.150s': unknown array element type %" PRIu32, kv->key, kv->arr_type);
         if (kv->n && !(kv->arr_type == GGUF_STRING ? (const void *)kv->strs : kv->arr))
             return fail(err, "gguf writer: key '%.150s': array without elements", kv->key);
     } else if (kv->type != GGUF_STRING && !gguf_vtype_size(kv->type)) {
@@ -182,14 +180,12 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v, trit_err
     return set_kv(w, &kv, err);
 }
 
-static int check_tensor(const gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                        const int64_t *ne, uint64_t size, trit_err *err) {
+static int check_tensor(const gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                        uint64_t size, trit_err *err) {
     if (!name || !*name) return fail(err, "gguf writer: empty tensor name");
     for (size_t i = 0; i < w->n_t; i++)
-        if (!strcmp(w->t[i].name, name))
-            return fail(err, "gguf writer: tensor '%.150s' added twice", name);
-    if (!type_get(type))
-        return fail(err, "gguf writer: tensor '%.150s': unsupported type %" PRIu32, name, type);
+        if (!strcmp(w->t[i].name, name)) return fail(err, "gguf writer: tensor '%.150s' added twice", name);
+    if (!type_get(type)) return fail(err, "gguf writer: tensor '%.150s': unsupported type %" PRIu32, name, type);
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
         return fail(err, "gguf writer: tensor '%.150s': n_dims %" PRIu32, name, n_dims);
     uint64_t rows = 1;
@@ -198,16 +194,16 @@ static int check_tensor(const gguf_writer *w, const char *name, uint32_t type, u
             return fail(err, "gguf writer: tensor '%.150s': bad shape", name);
     uint64_t row = type_row_bytes(type, ne[0]), want;
     if ((ne[0] && !row) || !mul_ok(row, rows, &want))
-        return fail(err, "gguf writer: tensor '%.150s': ne[0] = %" PRId64 " does not fit %s blocks",
-                    name, ne[0], type_name(type));
+        return fail(err, "gguf writer: tensor '%.150s': ne[0] = %" PRId64 " does not fit %s blocks", name, ne[0],
+                    type_name(type));
     if (want != size)
-        return fail(err, "gguf writer: tensor '%.150s': %" PRIu64 " bytes given, its shape needs %"
-                    PRIu64, name, size, want);
+        return fail(err, "gguf writer: tensor '%.150s': %" PRIu64 " bytes given, its shape needs %" PRIu64, name, size,
+                    want);
     return 0;
 }
 
-static int append_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                         const int64_t *ne, uint64_t size, wtensor **out, trit_err *err) {
+static int append_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                         uint64_t size, wtensor **out, trit_err *err) {
     if (w->n_t == w->cap_t) {
         size_t cap = w->cap_t ? w->cap_t * 2 : 64;
         wtensor *p = realloc(w->t, cap * sizeof *p);
@@ -227,8 +223,8 @@ static int append_tensor(gguf_writer *w, const char *name, uint32_t type, uint32
     return 0;
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const int64_t *ne, const void *data, uint64_t size, trit_err *err) {
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                           const void *data, uint64_t size, trit_err *err) {
     if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
     if (size && !data) return fail(err, "gguf writer: tensor '%.150s' has no data", name);
     wtensor *t;
@@ -245,8 +241,8 @@ static uint64_t shape_bytes(uint32_t type, uint32_t n_dims, const int64_t *ne) {
     return bytes;
 }
 
-int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                                const int64_t *ne, gguf_rows_fn fn, void *ctx, trit_err *err) {
+int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
+                                gguf_rows_fn fn, void *ctx, trit_err *err) {
     uint64_t size = shape_bytes(type, n_dims, ne);
     if (check_tensor(w, name, type, n_dims, ne, size, err)) return -1;
     if (!fn) return fail(err, "gguf writer: tensor '%.150s' has no producer", name);
@@ -261,7 +257,7 @@ int gguf_writer_add_tensor_rows(gguf_writer *w, const char *name, uint32_t type,
 typedef struct {
     FILE *fp;
     uint64_t pos;
-    int err_no;         /* first errno of a failed write */
+    int err_no; /* first errno of a failed write */
     int produce_failed; /* a rows producer failed; its message is in err */
     trit_err *err;
 } out;
@@ -369,8 +365,8 @@ static int alignment_kv(const gguf_writer *w, gguf_kv *kv, int *needed, trit_err
     for (size_t i = 0; i < w->n_kv; i++) {
         if (strcmp(w->kv[i].key, "general.alignment")) continue;
         if (w->kv[i].type != GGUF_U32 || w->kv[i].v.u64 != w->alignment)
-            return fail(err, "gguf writer: key 'general.alignment' disagrees with the alignment %"
-                        PRIu64, w->alignment);
+            return fail(err, "gguf writer: key 'general.alignment' disagrees with the alignment %" PRIu64,
+                        w->alignment);
         return 0;
     }
     *needed = w->alignment != GGUF_DEFAULT_ALIGNMENT;

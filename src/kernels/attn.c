@@ -68,8 +68,7 @@ static float dot_f16(const uint16_t *x, const float *yq, int n) {
     int np = n & ~31;
     for (int i = 0; i < np; i += 32)
         for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++)
-                acc[j][l] = fmaf(kv_h2f(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
+            for (int l = 0; l < 8; l++) acc[j][l] = fmaf(kv_h2f(x[i + 8 * j + l]), yq[i + 8 * j + l], acc[j][l]);
     float r[8], t[4];
     for (int l = 0; l < 8; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
     for (int l = 0; l < 4; l++) t[l] = r[l] + r[l + 4];
@@ -80,7 +79,8 @@ static float dot_f16(const uint16_t *x, const float *yq, int n) {
 
 /* ggml's flash attention, query row by query row (heads h..h+ng): online softmax, accumulator
  * kept in f16. */
-static void attend_f16(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *out, float *scratch) {
+static void attend_f16(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *out,
+                       float *scratch) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
     const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
     const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;

@@ -10,10 +10,10 @@
 #include <stdint.h>
 
 typedef struct {
-    int f16;             /* element type: 1 = f16, 0 = f32 */
+    int f16; /* element type: 1 = f16, 0 = f32 */
     int n_ctx, n_layer;
     int n_head, n_head_kv, head_dim;
-    void *k, *v;         /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    void *k, *v; /* [n_layer][n_ctx][n_head_kv * head_dim] */
 } kv_cache;
 
 /* Flash attention's shape (fa_tiles): */
@@ -23,8 +23,8 @@ typedef struct {
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
 /* The f16 decode's: */
 #define F16_BLOCK 64 /* keys the wide f16 decode scores before summing their values (a multiple of 16; measured) */
-#define F16_UNIT 32  /* query heads one call of the wide f16 decode serves at most (bounds its scratch) */
-#define F16_HEADS 8  /* query heads one call of the AVX2 f16 code serves at most (bounds its scratch) */
+#define F16_UNIT 32 /* query heads one call of the wide f16 decode serves at most (bounds its scratch) */
+#define F16_HEADS 8 /* query heads one call of the AVX2 f16 code serves at most (bounds its scratch) */
 
 /* Query heads h..h+ng of layer il against keys 0..n_keys-1: q, o: [ng][head_dim]. */
 typedef void (*kernel_attend)(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,

@@ -38,8 +38,8 @@ typedef struct {
 } kernel_vec;
 
 typedef struct {
-    const char *name;                        /* "scalar", "avx2", "avxvnni", "avx512", "amx", "neon" */
-    kernel_matmul matmul[TYPE_COUNT];        /* by weight type; NULL for types trit lacks */
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512", "amx", "neon" */
+    kernel_matmul matmul[TYPE_COUNT]; /* by weight type; NULL for types trit lacks */
     kernel_quantize quantize_act[TYPE_COUNT]; /* by activation (vec_dot) type */
     /* Repacked ternary weights (repack.h) x Q8_K activations, one kernel per layout: w is the
      * panel holding row 0, w_stride the bytes of one panel (RP_ROWS rows); rows past n_rows are

@@ -6,7 +6,9 @@
 enum { K_PTQ1, K_Q1, K_Q2, K_Q8, K_TQ1, K_TQ2, K_PQ2 };
 
 /* Elements and bytes of one block, and where its f16 scale sits (0: first). */
-typedef struct { int nb, bytes, d_off; } kind_info;
+typedef struct {
+    int nb, bytes, d_off;
+} kind_info;
 
 INLINE kind_info info(int k) {
     switch (k) {

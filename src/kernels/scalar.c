@@ -10,14 +10,13 @@
 
 /* ---- Scalar set: one reference vec_dot per output. */
 
-#define SCALAR_MATMUL(T)                                                                              \
-    static void scalar_##T(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
-                           size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {        \
-        for (int64_t t = 0; t < n_tok; t++)                                                           \
-            for (int64_t r = 0; r < n_rows; r++)                                                      \
-                out[(size_t)t * out_stride + (size_t)r] =                                             \
-                    T##_vec_dot(n, (const uint8_t *)w + (size_t)r * w_stride,                         \
-                                (const uint8_t *)act + (size_t)t * act_stride);                      \
+#define SCALAR_MATMUL(T)                                                                                              \
+    static void scalar_##T(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,                \
+                           size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                         \
+        for (int64_t t = 0; t < n_tok; t++)                                                                           \
+            for (int64_t r = 0; r < n_rows; r++)                                                                      \
+                out[(size_t)t * out_stride + (size_t)r] = T##_vec_dot(n, (const uint8_t *)w + (size_t)r * w_stride,   \
+                                                                      (const uint8_t *)act + (size_t)t * act_stride); \
     }
 
 SCALAR_MATMUL(f32)
@@ -31,14 +30,14 @@ SCALAR_MATMUL(q2_0)
 SCALAR_MATMUL(pq2_0)
 SCALAR_MATMUL(ptq1_0)
 
-#define SCALAR_PACKED(name, layout)                                                                              \
+#define SCALAR_PACKED(name, layout)                                                                                 \
     static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
-                     int64_t n_tok, float *out, size_t out_stride) {                                               \
-        for (int64_t t = 0; t < n_tok; t++)                                                                        \
-            for (int64_t r = 0; r < n_rows; r++)                                                                   \
-                out[(size_t)t * out_stride + (size_t)r] =                                                          \
-                    repack_vec_dot(layout, n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride,             \
-                                   (int)(r % RP_ROWS), (const uint8_t *)act + (size_t)t * act_stride);           \
+                     int64_t n_tok, float *out, size_t out_stride) {                                                \
+        for (int64_t t = 0; t < n_tok; t++)                                                                         \
+            for (int64_t r = 0; r < n_rows; r++)                                                                    \
+                out[(size_t)t * out_stride + (size_t)r] =                                                           \
+                    repack_vec_dot(layout, n, (const uint8_t *)w + (size_t)(r / RP_ROWS) * w_stride,                \
+                                   (int)(r % RP_ROWS), (const uint8_t *)act + (size_t)t * act_stride);              \
     }
 SCALAR_PACKED(scalar_packed_c2, RP_C2)
 SCALAR_PACKED(scalar_packed_q7, RP_Q7)
@@ -95,11 +94,13 @@ static void dots(float *out, int os, const float *A, int as, int na, const float
 }
 
 void kernels_scalar_init(kernel_set *s) {
-    static const struct { int type; kernel_matmul mm; } mms[] = {
-        {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},     {TYPE_BF16, scalar_bf16},
-        {TYPE_Q8_0, scalar_q8_0},   {TYPE_TQ1_0, scalar_tq1_0}, {TYPE_TQ2_0, scalar_tq2_0},
-        {TYPE_Q1_0, scalar_q1_0},   {TYPE_Q2_0, scalar_q2_0},   {TYPE_PQ2_0, scalar_pq2_0},
-        {TYPE_PTQ1_0, scalar_ptq1_0},
+    static const struct {
+        int type;
+        kernel_matmul mm;
+    } mms[] = {
+        {TYPE_F32, scalar_f32},     {TYPE_F16, scalar_f16},       {TYPE_BF16, scalar_bf16}, {TYPE_Q8_0, scalar_q8_0},
+        {TYPE_TQ1_0, scalar_tq1_0}, {TYPE_TQ2_0, scalar_tq2_0},   {TYPE_Q1_0, scalar_q1_0}, {TYPE_Q2_0, scalar_q2_0},
+        {TYPE_PQ2_0, scalar_pq2_0}, {TYPE_PTQ1_0, scalar_ptq1_0},
     };
     memset(s, 0, sizeof *s);
     s->name = "scalar";

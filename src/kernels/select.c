@@ -72,7 +72,7 @@ static int cpu_has(int v) {
     if (v == V_AVX2) return avx2;
     if (v == V_AVXVNNI) return avx2 && has_avxvnni();
     int avx512 = avx2 && avx512_os && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     if (v == V_AVX512) return avx512;
     if (v == V_AMX) return avx512 && has_amx(x);
     return v == V_SCALAR;

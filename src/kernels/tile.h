@@ -23,11 +23,14 @@ typedef struct {
 INLINE void tile_at(int k, int R, int T, const mm_args *m, int64_t r0, int64_t t0) {
     const uint8_t *w[MAX_R], *a[4];
     float res[MAX_R * 4];
-    UNROLL for (int r = 0; r < R; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
-    UNROLL for (int t = 0; t < T; t++) a[t] = m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
+    UNROLL for (int r = 0; r < R; r++) w[r] =
+        m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+    UNROLL for (int t = 0; t < T; t++) a[t] =
+        m->act + (size_t)(t0 + t < m->n_tok ? t0 + t : m->n_tok - 1) * m->act_stride;
     tile(k, R, T, m->n, w, a, res);
     for (int t = 0; t < T && t0 + t < m->n_tok; t++)
-        for (int r = 0; r < R && r0 + r < m->n_rows; r++) m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
+        for (int r = 0; r < R && r0 + r < m->n_rows; r++)
+            m->out[(size_t)(t0 + t) * m->out_stride + (size_t)(r0 + r)] = res[r * T + t];
 }
 
 #ifdef GEMM_MIN_T
@@ -45,11 +48,11 @@ INLINE void run(int k, const mm_args *m) {
         for (int64_t r0 = 0; r0 < m->n_rows; r0 += DEC_R) tile_at(k, DEC_R, 1, m, r0, t0);
 }
 
-#define MATMUL(name, kind)                                                                                \
-    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
-                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
-        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
-        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                       \
+#define MATMUL(name, kind)                                                                                          \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
+                     int64_t n_tok, float *out, size_t out_stride) {                                                \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};                        \
+        if (n_rows > 0 && n_tok > 0) run(kind, &m);                                                                 \
     }
 
 #endif

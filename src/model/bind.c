@@ -53,7 +53,9 @@ float *bind_matrix(model *m, const char *name, int64_t ne0, int64_t ne1, trit_er
     int dims_ok = ne1 == 1 ? (t->n_dims == 1 || (t->n_dims == 2 && t->ne[1] == 1)) : t->n_dims == 2;
     if (!tt || !tt->weight || !dims_ok || t->ne[0] != ne0 || t->ne[1] != ne1 || ne0 % tt->blck) {
         if (ne1 == 1) fail(err, "%s: tensor '%s' must be a vector of %lld values", m->file->path, name, (long long)ne0);
-        else fail(err, "%s: tensor '%s' must have shape [%lld, %lld]", m->file->path, name, (long long)ne0, (long long)ne1);
+        else
+            fail(err, "%s: tensor '%s' must have shape [%lld, %lld]", m->file->path, name, (long long)ne0,
+                 (long long)ne1);
         return NULL;
     }
     float *v = own(m, (size_t)(ne0 * ne1), err);
@@ -66,7 +68,8 @@ float *bind_vector(model *m, const char *name, int64_t n, trit_err *err) { retur
 int bind_globals(model *m, trit_err *err) {
     const hparams *hp = &m->hp;
     if (bind_weight(m, &m->tok_embd, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, err)) return -1;
-    if (m->rot.inverse_embd && rot_for_width(&m->rot, hp->n_embd, "token_embd.weight", &m->tok_embd.rot, err)) return -1;
+    if (m->rot.inverse_embd && rot_for_width(&m->rot, hp->n_embd, "token_embd.weight", &m->tok_embd.rot, err))
+        return -1;
     if (bind_weight(m, &m->output, "output.weight", hp->n_embd, hp->n_vocab, 0, err)) return -1;
     if (!m->output.data) { /* tied: a rotated table reads rotated inputs; backends may prepare it apart */
         m->output = m->tok_embd;

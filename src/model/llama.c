@@ -25,8 +25,9 @@ int llama_load(model *m, trit_err *err) {
             bind_weight(m, &L->ffn_up, NAME("ffn_up"), E, hp->n_ff, 1, err) ||
             bind_weight(m, &L->ffn_down, NAME("ffn_down"), hp->n_ff, E, 1, err))
             return -1;
-        if (qk_norm && (!(L->q_norm = bind_vector(m, NAME("attn_q_norm"), hd, err)) ||
-                        !(L->k_norm = bind_vector(m, NAME("attn_k_norm"), hd, err))))
+        if (qk_norm &&
+            (!(L->q_norm = bind_vector(m, NAME("attn_q_norm"), hd, err)) ||
+             !(L->k_norm = bind_vector(m, NAME("attn_k_norm"), hd, err))))
             return -1;
 #undef NAME
     }

@@ -143,8 +143,8 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
                 goto bad;
             }
         }
-        fail(err, "%s: 'prism.hadamard.weight_names' lists %d tensors, but only %d are matrices this %s model uses", path,
-             m->rot.n_names, m->n_folded, m->arch);
+        fail(err, "%s: 'prism.hadamard.weight_names' lists %d tensors, but only %d are matrices this %s model uses",
+             path, m->rot.n_names, m->n_folded, m->arch);
         goto bad;
     }
     describe(m);

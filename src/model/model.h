@@ -19,8 +19,8 @@ typedef struct {
     int64_t n_in, n_out;
     uint64_t row_bytes;
     const uint8_t *data;
-    rotation rot;      /* rot.block > 0: folded, the input must be rotated first */
-    int id;            /* index among the model's bound weights (backends keep their own data by
+    rotation rot; /* rot.block > 0: folded, the input must be rotated first */
+    int id; /* index among the model's bound weights (backends keep their own data by
                           it); -1 when absent */
 } weight;
 
@@ -31,38 +31,38 @@ typedef struct {
     int n_vocab, n_embd, n_layer, n_ff;
     int n_head, n_head_kv, head_dim;
     int n_ctx_train;
-    int rope_dim;       /* leading dims of each head that rotate */
+    int rope_dim; /* leading dims of each head that rotate */
     rope_kind rope;
     float rope_base;
     float rms_eps;
     /* qwen35 Gated DeltaNet */
-    int ssm_d_conv;     /* causal conv kernel */
-    int ssm_d_state;    /* head dim of q, k and v */
-    int ssm_n_k;        /* key heads (group_count) */
-    int ssm_n_v;        /* value heads (time_step_rank) */
-    int n_recurrent;    /* GDN layers; the others use the KV cache */
+    int ssm_d_conv; /* causal conv kernel */
+    int ssm_d_state; /* head dim of q, k and v */
+    int ssm_n_k; /* key heads (group_count) */
+    int ssm_n_v; /* value heads (time_step_rank) */
+    int n_recurrent; /* GDN layers; the others use the KV cache */
 } hparams;
 
 typedef struct {
-    int recurrent;                 /* qwen35: a Gated DeltaNet layer */
-    int slot;                      /* index among layers of its kind (KV cache or GDN state) */
-    float *attn_norm;              /* [n_embd] */
+    int recurrent; /* qwen35: a Gated DeltaNet layer */
+    int slot; /* index among layers of its kind (KV cache or GDN state) */
+    float *attn_norm; /* [n_embd] */
     /* attention */
-    weight wq, wk, wv, wo;         /* q: n_embd -> n_head*hd (qwen35: query and gate, 2*n_head*hd) */
-    float *q_norm, *k_norm;        /* [head_dim] per-head RMSNorm (qwen3, qwen35) or NULL */
+    weight wq, wk, wv, wo; /* q: n_embd -> n_head*hd (qwen35: query and gate, 2*n_head*hd) */
+    float *q_norm, *k_norm; /* [head_dim] per-head RMSNorm (qwen3, qwen35) or NULL */
     /* Gated DeltaNet (qwen35) */
-    weight qkv;                    /* n_embd -> 2*n_k*d + n_v*d */
-    weight gate;                   /* z: n_embd -> n_v*d */
-    weight alpha, beta;            /* n_embd -> n_v, on the unrotated input */
-    float *conv;                   /* [conv_dim][d_conv] depthwise causal kernel */
-    float *ssm_a;                  /* [n_v] = -exp(A_log) */
-    float *dt_bias;                /* [n_v] */
-    float *ssm_norm;               /* [d] */
-    weight ssm_out;                /* n_v*d -> n_embd */
+    weight qkv; /* n_embd -> 2*n_k*d + n_v*d */
+    weight gate; /* z: n_embd -> n_v*d */
+    weight alpha, beta; /* n_embd -> n_v, on the unrotated input */
+    float *conv; /* [conv_dim][d_conv] depthwise causal kernel */
+    float *ssm_a; /* [n_v] = -exp(A_log) */
+    float *dt_bias; /* [n_v] */
+    float *ssm_norm; /* [d] */
+    weight ssm_out; /* n_v*d -> n_embd */
     /* feed-forward */
-    float *ffn_norm;               /* [n_embd] (qwen35: post_attention_norm) */
-    weight ffn_gate, ffn_up;       /* n_embd -> n_ff */
-    weight ffn_down;               /* n_ff -> n_embd */
+    float *ffn_norm; /* [n_embd] (qwen35: post_attention_norm) */
+    weight ffn_gate, ffn_up; /* n_embd -> n_ff */
+    weight ffn_down; /* n_ff -> n_embd */
 } layer;
 
 typedef struct model model;
@@ -75,14 +75,14 @@ struct model {
     vocab *vocab;
     hparams hp;
     rot_contract rot;
-    int n_folded;      /* weights bound with a rotation (checked against the contract) */
-    weight tok_embd;   /* n_embd -> n_vocab rows; tok_embd.rot set when stored rotated */
+    int n_folded; /* weights bound with a rotation (checked against the contract) */
+    weight tok_embd; /* n_embd -> n_vocab rows; tok_embd.rot set when stored rotated */
     float *output_norm;
-    weight output;     /* tied: a copy of tok_embd's view */
+    weight output; /* tied: a copy of tok_embd's view */
     layer *layers;
-    float **owned;     /* decoded 1-D tensors (norms, conv, ...), freed with the model */
+    float **owned; /* decoded 1-D tensors (norms, conv, ...), freed with the model */
     int n_owned, cap_owned;
-    int n_weights;     /* weights bound (ids 0..n_weights-1) */
+    int n_weights; /* weights bound (ids 0..n_weights-1) */
 };
 
 /* Opens path, reads hyperparameters, binds every tensor (shapes checked), loads the vocab.

@@ -76,7 +76,8 @@ static int load_recurrent(model *m, layer *L, int il, trit_err *err) {
     snprintf(name, sizeof name, "blk.%d.ssm_dt.bias", il);
     if (!(L->dt_bias = bind_vector(m, name, n_v, err))) return -1;
     if (L->alpha.rot.block || L->beta.rot.block)
-        return fail(err, "%s: the rotation contract folds ssm_alpha/ssm_beta of layer %d, which read the unrotated input",
+        return fail(err,
+                    "%s: the rotation contract folds ssm_alpha/ssm_beta of layer %d, which read the unrotated input",
                     m->file->path, il);
     return 0;
 }

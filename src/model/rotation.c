@@ -5,13 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define KEY "prism.hadamard."
 
 static const char *const folded_kinds[] = {
-    "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_gate", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
-    "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_up_exps", "ffn_gate_shexp", "ffn_up_shexp",
-    "ffn_down_shexp", "ssm_out",
+    "attn_q",           "attn_k",         "attn_v",       "attn_qkv",       "attn_gate",   "attn_output",
+    "ffn_gate",         "ffn_up",         "ffn_down",     "ffn_gate_exps",  "ffn_up_exps", "ffn_down_exps",
+    "ffn_gate_up_exps", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ssm_out",
 };
 static const char *const rotatable_arches[] = {"llama", "qwen3", "qwen3moe", "qwen35", "qwen35moe", "qwen3next"};
 
@@ -40,7 +39,8 @@ static int need_str(const gguf_file *f, const char *key, const char *want, trit_
     int r = gguf_get_str(f, key, &v, err);
     if (r < 0) return -1;
     if (r == 0) return fail(err, "%s: the rotation contract lacks '%s'", f->path, key);
-    if (strcmp(v, want)) return fail(err, "%s: '%s' = \"%s\" is not supported (expected \"%s\")", f->path, key, v, want);
+    if (strcmp(v, want))
+        return fail(err, "%s: '%s' = \"%s\" is not supported (expected \"%s\")", f->path, key, v, want);
     return 0;
 }
 
@@ -88,7 +88,8 @@ static int load_names(rot_contract *c, const gguf_file *f, trit_err *err) {
 
 static int load_signs(rot_contract *c, const gguf_file *f, trit_err *err) {
     const gguf_kv *w = gguf_find(f, KEY "sign_widths"), *v = gguf_find(f, KEY "sign_values");
-    if (!w || !v) return fail(err, "%s: explicit sign mode needs '" KEY "%s'", f->path, w ? "sign_values" : "sign_widths");
+    if (!w || !v)
+        return fail(err, "%s: explicit sign mode needs '" KEY "%s'", f->path, w ? "sign_values" : "sign_widths");
     if (w->type != GGUF_ARRAY || !gguf_vtype_size(w->arr_type) || w->n == 0 || w->n > 64)
         return fail(err, "%s: '" KEY "sign_widths' must be a non-empty array of integers", f->path);
     if (v->type != GGUF_ARRAY || !gguf_vtype_size(v->arr_type))
@@ -139,7 +140,8 @@ int rot_contract_load(rot_contract *c, const gguf_file *f, const char *arch, tri
         return 0;
     }
     c->present = 1;
-    if (version != 1) return fail(err, "%s: '" KEY "version' = %lld is not supported (only 1)", f->path, (long long)version);
+    if (version != 1)
+        return fail(err, "%s: '" KEY "version' = %lld is not supported (only 1)", f->path, (long long)version);
     if (!rot_arch_ok(arch)) return fail(err, "%s: architecture '%s' cannot carry a rotation contract", f->path, arch);
     r = gguf_get_int(f, KEY "block_size", &block, err);
     if (r < 0) return -1;
@@ -159,8 +161,9 @@ int rot_contract_load(rot_contract *c, const gguf_file *f, const char *arch, tri
         return fail(err, "%s: '" KEY "sign_mode' = \"%s\" is not supported (identity or explicit)", f->path, mode);
     r = gguf_get_bool(f, KEY "gdn_v_grouped", &c->gdn_v_grouped, err);
     if (r < 0) return -1;
-    static const char *const known[] = {"version", "block_size", "transform", "axis", "sign_mode", "sign_widths",
-                                        "sign_values", "weight_names", "inverse_weight_names", "gdn_v_grouped"};
+    static const char *const known[] = {
+        "version",      "block_size",           "transform",    "axis", "sign_mode", "sign_widths", "sign_values",
+        "weight_names", "inverse_weight_names", "gdn_v_grouped"};
     for (size_t i = 0; i < f->n_kv; i++) {
         const char *k = f->kv[i].key;
         if (strncmp(k, KEY, strlen(KEY))) continue;
@@ -188,7 +191,8 @@ int rot_lists(const rot_contract *c, const char *name) {
 
 int rot_for_width(const rot_contract *c, int64_t ne0, const char *name, rotation *r, trit_err *err) {
     if (ne0 % c->block)
-        return fail(err, "'%s' has %lld inputs, not a multiple of the rotation block %d", name, (long long)ne0, c->block);
+        return fail(err, "'%s' has %lld inputs, not a multiple of the rotation block %d", name, (long long)ne0,
+                    c->block);
     r->block = c->block;
     r->width = (int)ne0;
     r->signs = NULL;
@@ -198,7 +202,8 @@ int rot_for_width(const rot_contract *c, int64_t ne0, const char *name, rotation
             *r = c->rots[i];
             return 0;
         }
-    return fail(err, "'%s' has %lld inputs but the rotation contract gives no signs of that width", name, (long long)ne0);
+    return fail(err, "'%s' has %lld inputs but the rotation contract gives no signs of that width", name,
+                (long long)ne0);
 }
 
 /* Normalized Walsh–Hadamard of one block, as ggml's CPU kernel: scale first, then butterflies. */

@@ -11,21 +11,21 @@
 #include "gguf/gguf.h"
 
 typedef struct {
-    int block;           /* transform block size (a power of two) */
-    int width;           /* input width this rotation serves */
-    const float *signs;  /* [width] ±1, or NULL (identity sign mode) */
+    int block; /* transform block size (a power of two) */
+    int width; /* input width this rotation serves */
+    const float *signs; /* [width] ±1, or NULL (identity sign mode) */
 } rotation;
 
 typedef struct {
-    int present;         /* the file declares a contract */
+    int present; /* the file declares a contract */
     int block;
     int explicit_signs;
     int n_rot;
-    rotation *rots;      /* explicit mode: one per declared width */
-    float *signs;        /* all sign vectors, concatenated */
-    char **names;        /* weight_names */
+    rotation *rots; /* explicit mode: one per declared width */
+    float *signs; /* all sign vectors, concatenated */
+    char **names; /* weight_names */
     int n_names;
-    int inverse_embd;    /* token_embd.weight is stored rotated */
+    int inverse_embd; /* token_embd.weight is stored rotated */
     int gdn_v_grouped;
 } rot_contract;
 

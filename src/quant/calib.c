@@ -253,7 +253,9 @@ int calib_tensor(const calib_data *d, const char *name, int64_t n, calib_fold_fn
     if (hessian) *hessian = NULL;
     const calib_acc *a = calib_find(d, name);
     if (!a) return 0;
-    if (a->n != n) return fail(err, "calibration data for '%s' has width %lld, the tensor %lld", name, (long long)a->n, (long long)n);
+    if (a->n != n)
+        return fail(err, "calibration data for '%s' has width %lld, the tensor %lld", name, (long long)a->n,
+                    (long long)n);
     if (!(a->count > 0)) return 0;
     float *imp = malloc((size_t)n * sizeof *imp), *h = NULL;
     if (!imp) return fail(err, "out of memory");

@@ -18,15 +18,15 @@
 #include "base/util.h"
 
 typedef struct {
-    int64_t n;      /* input width */
-    double count;   /* rows seen */
-    double *sum2;   /* [n] Σ x² per channel */
-    double *hess;   /* [n * n] Σ x xᵀ, or NULL (importance only, e.g. read from an imatrix file) */
+    int64_t n; /* input width */
+    double count; /* rows seen */
+    double *sum2; /* [n] Σ x² per channel */
+    double *hess; /* [n * n] Σ x xᵀ, or NULL (importance only, e.g. read from an imatrix file) */
 } calib_acc;
 
 typedef struct {
-    char *name;     /* weight name, e.g. "blk.0.attn_q.weight" */
-    int acc;        /* its accumulator in calib_data.acc */
+    char *name; /* weight name, e.g. "blk.0.attn_q.weight" */
+    int acc; /* its accumulator in calib_data.acc */
 } calib_weight;
 
 typedef struct calib_data {
@@ -35,15 +35,15 @@ typedef struct calib_data {
     calib_acc *acc;
     int n_acc, cap_acc;
     int64_t n_chunks, chunk_size; /* what was run (imatrix.chunk_count / chunk_size) */
-    char *dataset;                /* the text file's name, or NULL */
+    char *dataset; /* the text file's name, or NULL */
 } calib_data;
 
 typedef struct {
-    int n_ctx;      /* tokens per chunk */
-    int n_chunks;   /* <= 0: as many as the text holds */
-    int n_threads;  /* 0 = physical cores */
-    int hessian;    /* also collect Σ x xᵀ */
-    FILE *log;      /* progress (NULL = quiet) */
+    int n_ctx; /* tokens per chunk */
+    int n_chunks; /* <= 0: as many as the text holds */
+    int n_threads; /* 0 = physical cores */
+    int hessian; /* also collect Σ x xᵀ */
+    FILE *log; /* progress (NULL = quiet) */
 } calib_params;
 
 /* Runs the model at model_path over text_path; *d must be zeroed. 0, or -1 with err set. */

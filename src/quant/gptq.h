@@ -22,9 +22,9 @@
 
 typedef struct {
     int64_t n;
-    float *u;         /* [n][n] upper Cholesky factor of the damped inverse Hessian (permuted with order) */
-    float *imp;       /* [n] diag H: the importance the group fits use */
-    int32_t *order;   /* act order: column at each step; NULL = natural order */
+    float *u; /* [n][n] upper Cholesky factor of the damped inverse Hessian (permuted with order) */
+    float *imp; /* [n] diag H: the importance the group fits use */
+    int32_t *order; /* act order: column at each step; NULL = natural order */
 } gptq_plan;
 
 /* h: [n][n] symmetric positive semi-definite; damp: λ (GPTQ uses 0.01); the damping grows

@@ -16,13 +16,15 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* buf: n + 1 floats, plus n * n with the Hessian */
-static int add_entry(gguf_writer *w, const calib_weight *cw, const calib_acc *a, int hessian, float *buf, trit_err *err) {
+static int add_entry(gguf_writer *w, const calib_weight *cw, const calib_acc *a, int hessian, float *buf,
+                     trit_err *err) {
     char name[512];
     int64_t n = a->n;
     for (int64_t i = 0; i < n; i++) buf[i] = (float)a->sum2[i];
     buf[n] = (float)a->count;
     int64_t ne[2] = {n, 1}, one[2] = {1, 1}, nn[2] = {n, n};
-    if (snprintf(name, sizeof name, "%s" IN_SUM2, cw->name) >= (int)sizeof name) return fail(err, "imatrix: name too long");
+    if (snprintf(name, sizeof name, "%s" IN_SUM2, cw->name) >= (int)sizeof name)
+        return fail(err, "imatrix: name too long");
     if (gguf_writer_add_tensor(w, name, TYPE_F32, 2, ne, buf, (uint64_t)n * 4, err)) return -1;
     snprintf(name, sizeof name, "%s" COUNTS, cw->name);
     if (gguf_writer_add_tensor(w, name, TYPE_F32, 2, one, buf + n, 4, err)) return -1;
@@ -45,8 +47,8 @@ int imatrix_save(const calib_data *d, const char *path, int hessian, trit_err *e
     for (int i = 0; i < d->n_w; i++) order[i] = &d->w[i];
     qsort(order, (size_t)d->n_w, sizeof *order, by_name);
     gguf_str ds = {d->dataset ? strlen(d->dataset) : 0, d->dataset ? d->dataset : ""};
-    gguf_kv datasets = {.key = "imatrix.datasets", .type = GGUF_ARRAY, .arr_type = GGUF_STRING, .n = d->dataset != NULL,
-                        .strs = &ds};
+    gguf_kv datasets = {
+        .key = "imatrix.datasets", .type = GGUF_ARRAY, .arr_type = GGUF_STRING, .n = d->dataset != NULL, .strs = &ds};
     if (gguf_writer_set_str(w, "general.type", "imatrix", err) || gguf_writer_add_kv(w, &datasets, err) ||
         gguf_writer_set_u32(w, "imatrix.chunk_count", (uint32_t)d->n_chunks, err) ||
         gguf_writer_set_u32(w, "imatrix.chunk_size", (uint32_t)d->chunk_size, err))
@@ -105,7 +107,8 @@ static int load_entries(calib_data *d, const gguf_file *f, trit_err *err) {
                 a->hess[k] = v;
             }
             for (int64_t k = 0; k < a->n; k++) {
-                if (!(sum2[k] >= 0) || sum2[k] > 3e38f) return fail(err, "%s: '%s' holds a negative or non-finite value", f->path, t->name);
+                if (!(sum2[k] >= 0) || sum2[k] > 3e38f)
+                    return fail(err, "%s: '%s' holds a negative or non-finite value", f->path, t->name);
                 a->sum2[k] = sum2[k];
             }
             a->count = count[0];
@@ -128,7 +131,8 @@ int imatrix_load(calib_data *d, const char *path, trit_err *err) {
         fail(err, "%s: not an imatrix file (general.type is not \"imatrix\")", path);
         goto done;
     }
-    if (gguf_get_int(f, "imatrix.chunk_count", &chunks, err) < 0 || gguf_get_int(f, "imatrix.chunk_size", &size, err) < 0)
+    if (gguf_get_int(f, "imatrix.chunk_count", &chunks, err) < 0 ||
+        gguf_get_int(f, "imatrix.chunk_size", &size, err) < 0)
         goto done;
     const gguf_kv *ds = gguf_find(f, "imatrix.datasets");
     if (ds && ds->type == GGUF_ARRAY && ds->arr_type == GGUF_STRING && ds->n >= 1 &&

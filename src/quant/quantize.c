@@ -29,15 +29,15 @@ typedef struct {
     const char *name;
     uint32_t type;
     quant_method method;
-    int fallback;       /* the requested type did not fit the rows */
-    rotation rot;       /* rot.block > 0: rows are folded */
-    int grouped;        /* qwen35 ssm_out: columns tiled -> grouped before folding */
+    int fallback; /* the requested type did not fit the rows */
+    rotation rot; /* rot.block > 0: rows are folded */
+    int grouped; /* qwen35 ssm_out: columns tiled -> grouped before folding */
     int64_t rows;
     uint64_t src_bytes, dst_bytes;
     tern_stats st;
     int64_t transcode_misses; /* PQ2_0 rows holding +2d, ternarized instead */
-    float *imp;         /* calibrated: input importance in the folded basis, or NULL */
-    gptq_plan gp;       /* gp.u: GPTQ */
+    float *imp; /* calibrated: input importance in the folded basis, or NULL */
+    gptq_plan gp; /* gp.u: GPTQ */
     qjob *job;
     size_t index;
 } qtensor;
@@ -51,8 +51,8 @@ struct qjob {
     int n_threads;
     int32_t widths[MAX_WIDTHS];
     int n_widths, block;
-    float *signs;      /* per width, concatenated */
-    int32_t *isigns;   /* the same as written */
+    float *signs; /* per width, concatenated */
+    int32_t *isigns; /* the same as written */
     int gdn_nk, gdn_nv, gdn_hd;
     uint64_t total_bytes, done_bytes;
     struct timespec t0;
@@ -158,8 +158,7 @@ static int plan_tensors(qjob *j, trit_err *err) {
 /* ---- rotation */
 
 static int folded(const qjob *j, const qtensor *t) {
-    return j->p->rotate && t->src->n_dims == 2 &&
-           (rot_foldable_name(t->name) || !strcmp(t->name, "token_embd.weight"));
+    return j->p->rotate && t->src->n_dims == 2 && (rot_foldable_name(t->name) || !strcmp(t->name, "token_embd.weight"));
 }
 
 static int add_width(qjob *j, int64_t w, trit_err *err) {
@@ -286,16 +285,17 @@ static int contract_keys(gguf_writer *w, const qjob *j, trit_err *err) {
     gguf_str inverse = {strlen("token_embd.weight"), "token_embd.weight"};
     int has_embd = gguf_find_tensor(j->f, "token_embd.weight") != NULL;
     int rc = kv_scalar(w, KEY "version", GGUF_U32, 1, err) ||
-             kv_scalar(w, KEY "block_size", GGUF_U32, (uint64_t)j->block, err) ||
-             gguf_writer_set_str(w, KEY "transform", "normalized-sylvester-walsh-hadamard", err) ||
-             gguf_writer_set_str(w, KEY "axis", "input-last-dimension", err) ||
-             gguf_writer_set_str(w, KEY "sign_mode", "explicit", err) ||
-             kv_array(w, KEY "sign_widths", GGUF_I32, (uint64_t)j->n_widths, j->widths, NULL, err) ||
-             kv_array(w, KEY "sign_values", GGUF_I32, total, j->isigns, NULL, err) ||
-             kv_array(w, KEY "weight_names", GGUF_STRING, nn, NULL, names, err) ||
-             kv_array(w, KEY "inverse_weight_names", GGUF_STRING, has_embd, NULL, &inverse, err) ||
-             kv_scalar(w, KEY "gdn_v_grouped", GGUF_BOOL, j->gdn_nk > 0, err)
-                 ? -1 : 0;
+            kv_scalar(w, KEY "block_size", GGUF_U32, (uint64_t)j->block, err) ||
+            gguf_writer_set_str(w, KEY "transform", "normalized-sylvester-walsh-hadamard", err) ||
+            gguf_writer_set_str(w, KEY "axis", "input-last-dimension", err) ||
+            gguf_writer_set_str(w, KEY "sign_mode", "explicit", err) ||
+            kv_array(w, KEY "sign_widths", GGUF_I32, (uint64_t)j->n_widths, j->widths, NULL, err) ||
+            kv_array(w, KEY "sign_values", GGUF_I32, total, j->isigns, NULL, err) ||
+            kv_array(w, KEY "weight_names", GGUF_STRING, nn, NULL, names, err) ||
+            kv_array(w, KEY "inverse_weight_names", GGUF_STRING, has_embd, NULL, &inverse, err) ||
+            kv_scalar(w, KEY "gdn_v_grouped", GGUF_BOOL, j->gdn_nk > 0, err)
+        ? -1
+        : 0;
     free(names);
     return rc;
 }
@@ -459,14 +459,15 @@ static void progress(const qtensor *t, double frac) {
     bar(out, frac, 20);
     fprintf(out, " total ");
     bar(out, all, 20);
-    fprintf(out, " %.1f/%.1f MiB ETA %d:%02d ", j->done_bytes / 1048576.0, j->total_bytes / 1048576.0,
-            (int)eta / 60, (int)eta % 60);
+    fprintf(out, " %.1f/%.1f MiB ETA %d:%02d ", j->done_bytes / 1048576.0, j->total_bytes / 1048576.0, (int)eta / 60,
+            (int)eta % 60);
     fflush(out);
 }
 
 static const char *method_note(const qtensor *t) {
     if (t->method == QM_COPY) return "copied";
-    if (t->method == QM_TRANSCODE) return t->transcode_misses ? "transcoded; rows with +2d ternarized" : "lossless repack";
+    if (t->method == QM_TRANSCODE)
+        return t->transcode_misses ? "transcoded; rows with +2d ternarized" : "lossless repack";
     if (t->method == QM_TERNARY && t->st.err == 0 && t->st.energy > 0) return "exact: already ternary";
     if (t->gp.u) return "gptq";
     if (t->imp) return "importance-weighted";
@@ -478,8 +479,8 @@ static void report_tensor(const qtensor *t) {
     const gguf_tensor *s = t->src;
     int64_t n = s->ne[0] * t->rows;
     if (t->job->p->tty) fputs("\r\033[K", out);
-    fprintf(out, "[%4zu/%4zu] %-28s [%6" PRId64 ", %6" PRId64 "] %5s -> %-6s %8.3f -> %8.3f MiB", t->index + 1, t->job->n,
-            t->name, s->ne[0], t->rows, type_name(s->type), type_name(t->type), t->src_bytes / 1048576.0,
+    fprintf(out, "[%4zu/%4zu] %-28s [%6" PRId64 ", %6" PRId64 "] %5s -> %-6s %8.3f -> %8.3f MiB", t->index + 1,
+            t->job->n, t->name, s->ne[0], t->rows, type_name(s->type), type_name(t->type), t->src_bytes / 1048576.0,
             t->dst_bytes / 1048576.0);
     if (t->method != QM_COPY) {
         fprintf(out, "  zeros %5.1f%%  err %.4f", 100.0 * (double)t->st.zeros / (double)n,
@@ -491,8 +492,7 @@ static void report_tensor(const qtensor *t) {
     const char *note = method_note(t);
     if (*note) fprintf(out, "  %s", note);
     if (t->rot.block) fprintf(out, "  folded%s", t->grouped ? " (grouped)" : "");
-    if (t->fallback)
-        fprintf(out, "  fallback: rows of %" PRId64 " do not fit the requested type's groups", s->ne[0]);
+    if (t->fallback) fprintf(out, "  fallback: rows of %" PRId64 " do not fit the requested type's groups", s->ne[0]);
     fputc('\n', out);
     fflush(out);
 }

@@ -14,10 +14,10 @@
 
 /* Squared errors of one call (weighted when importance is given) and its zero count. */
 typedef struct {
-    double err;        /* Σ w (x - q)² of the chosen grid */
-    double err_plain;  /* the same for the plain absmax rule */
-    double energy;     /* Σ w x² */
-    int64_t zeros;     /* trits equal to 0 */
+    double err; /* Σ w (x - q)² of the chosen grid */
+    double err_plain; /* the same for the plain absmax rule */
+    double energy; /* Σ w x² */
+    int64_t zeros; /* trits equal to 0 */
 } tern_stats;
 
 /* Max group handled (TQ1_0/TQ2_0 use 256). */

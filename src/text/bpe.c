@@ -33,8 +33,8 @@ static size_t put_byte_char(uint8_t b, char *out) {
 
 typedef struct {
     const vocab *v;
-    char *enc;  /* the current word in GPT-2's alphabet */
-    sym *sy;    /* room for one symbol per byte of the fragment */
+    char *enc; /* the current word in GPT-2's alphabet */
+    sym *sy; /* room for one symbol per byte of the fragment */
 } bpe;
 
 /* A pair merges when the merges list has it; lower ranks first. */

@@ -134,7 +134,8 @@ static json_t *make_context(const trit_chat_message *msgs, int n, int add_genera
         if (!m || json_array_append_new(arr, m)) break;
         json_object_set_new(m, "role", json_string(msgs[i].role ? msgs[i].role : ""));
         json_object_set_new(m, "content", json_string(msgs[i].content ? msgs[i].content : ""));
-        if (msgs[i].reasoning_content) json_object_set_new(m, "reasoning_content", json_string(msgs[i].reasoning_content));
+        if (msgs[i].reasoning_content)
+            json_object_set_new(m, "reasoning_content", json_string(msgs[i].reasoning_content));
     }
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
     json_object_set_new(ctx, "enable_thinking", json_boolean(enable_thinking));
@@ -159,12 +160,13 @@ static char *render_chatml(const trit_chat_message *msgs, int n, int gen, int th
 }
 
 char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
-                    int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
+                  int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
     err[0] = 0;
     if (!valid_messages(msgs, n_msgs, err, errlen)) return NULL;
-    if (!tmpl || !strcmp(tmpl, "chatml")) return render_chatml(msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
+    if (!tmpl || !strcmp(tmpl, "chatml"))
+        return render_chatml(msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
     if (!is_jinja(tmpl)) {
         snprintf(err, errlen, "unknown chat template '%.60s' (built-in: chatml)", tmpl);
         return NULL;

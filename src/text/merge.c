@@ -59,8 +59,7 @@ static void try_pair(merger *m, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const sym *a = &m->sy[l], *b = &m->sy[r];
     double key;
-    if (m->pair(m->ctx, m->s + a->off, a->n, m->s + b->off, b->n, &key))
-        heap_push(m, (bigram){key, l, r, a->n + b->n});
+    if (m->pair(m->ctx, m->s + a->off, a->n, m->s + b->off, b->n, &key)) heap_push(m, (bigram){key, l, r, a->n + b->n});
 }
 
 static int32_t split_chars(merger *m, size_t len) {

@@ -59,8 +59,8 @@ static int partition(encoder *e, const char *s, size_t len, int k) {
     return encode_text(e, s, len);
 }
 
-int vocab_tokenize(const vocab *v, const char *text, size_t len, int add_special, int parse_special,
-                   int32_t *out, int max_out) {
+int vocab_tokenize(const vocab *v, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
+                   int max_out) {
     if (!v || (!text && len) || len > MAX_TEXT_BYTES) return INT_MIN;
     tok_sink sink = {.out = out, .max = out && max_out > 0 ? (size_t)max_out : 0};
     encoder e = {.v = v, .parse_special = parse_special, .prev_special = 1, .out = &sink};

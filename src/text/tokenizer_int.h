@@ -23,12 +23,11 @@ static inline void sink_push(tok_sink *s, int32_t t) {
 /* A symbol of the merge loop: a byte range of the text, chained to its live neighbours. */
 typedef struct {
     int32_t prev, next; /* -1 at the ends */
-    uint32_t off, n;    /* n = 0 once merged into the left neighbour */
+    uint32_t off, n; /* n = 0 once merged into the left neighbour */
 } sym;
 
 /* Whether the adjacent symbols l and r may merge; if so *key orders the merge (lowest first). */
-typedef int (*merge_pair_fn)(const void *ctx, const char *l, uint32_t nl, const char *r, uint32_t nr,
-                             double *key);
+typedef int (*merge_pair_fn)(const void *ctx, const char *l, uint32_t nl, const char *r, uint32_t nr, double *key);
 
 /* Splits s[0..len) (len > 0) into UTF-8 characters and merges adjacent symbols, lowest key
  * first (the leftmost on ties), while pair() accepts some pair. sy needs an entry per character

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TOKEN_BYTES (1u << 20)          /* longer "tokens" mean a corrupt file */
+#define MAX_TOKEN_BYTES (1u << 20) /* longer "tokens" mean a corrupt file */
 
 #define FNV_SEED 2166136261u
 
@@ -60,10 +60,14 @@ static const struct {
     enum pretok_kind kind;
     int llama3; /* ignore_merges and add_bos by default, as llama.cpp sets them */
 } pre_names[] = {
-    {"gpt-2", PRETOK_GPT2, 0},      {"llama-bpe", PRETOK_LLAMA3, 1},
-    {"llama3", PRETOK_LLAMA3, 1},   {"llama-v3", PRETOK_LLAMA3, 1},
-    {"smaug-bpe", PRETOK_LLAMA3, 0}, {"qwen2", PRETOK_QWEN2, 0},
-    {"deepseek-r1-qwen", PRETOK_QWEN2, 0}, {"qwen35", PRETOK_QWEN35, 0},
+    {"gpt-2", PRETOK_GPT2, 0},
+    {"llama-bpe", PRETOK_LLAMA3, 1},
+    {"llama3", PRETOK_LLAMA3, 1},
+    {"llama-v3", PRETOK_LLAMA3, 1},
+    {"smaug-bpe", PRETOK_LLAMA3, 0},
+    {"qwen2", PRETOK_QWEN2, 0},
+    {"deepseek-r1-qwen", PRETOK_QWEN2, 0},
+    {"qwen35", PRETOK_QWEN35, 0},
 };
 
 static int load_bpe_pre(vocab *v, const gguf_file *f, trit_err *err) {
@@ -77,8 +81,10 @@ static int load_bpe_pre(vocab *v, const gguf_file *f, trit_err *err) {
         v->ignore_merges = v->add_bos = pre_names[i].llama3;
         return 0;
     }
-    return fail(err, "%s: unsupported BPE pre-tokenizer '%.64s' (supported: gpt-2, llama-bpe, llama3, "
-                "llama-v3, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35)", f->path, pre);
+    return fail(err,
+                "%s: unsupported BPE pre-tokenizer '%.64s' (supported: gpt-2, llama-bpe, llama3, "
+                "llama-v3, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35)",
+                f->path, pre);
 }
 
 /* Index of the merge (left, right), or -1; hashes as the merge's own text "left right". */
@@ -123,8 +129,7 @@ static int load_bpe_merges(vocab *v, const gguf_file *f, trit_err *err) {
     if (!kv) return fail(err, "%s: BPE vocabulary without tokenizer.ggml.merges", f->path);
     if (kv->type != GGUF_ARRAY || kv->arr_type != GGUF_STRING)
         return fail(err, "%s: tokenizer.ggml.merges must be an array of strings", f->path);
-    if (kv->n > INT32_MAX / 4)
-        return fail(err, "%s: %" PRIu64 " merges is too many", f->path, kv->n);
+    if (kv->n > INT32_MAX / 4) return fail(err, "%s: %" PRIu64 " merges is too many", f->path, kv->n);
     uint64_t pool = 0;
     for (uint64_t i = 0; i < kv->n; i++) pool += kv->strs[i].len;
     if (pool > UINT32_MAX) return fail(err, "%s: the merges take %" PRIu64 " bytes", f->path, pool);
@@ -148,8 +153,8 @@ static int load_bpe_merges(vocab *v, const gguf_file *f, trit_err *err) {
 
 /* The array under key, checked for element kind and (want_n != 0) length. NULL with *rc = 0
  * when absent, *rc = -1 (err set) when malformed. */
-static const gguf_kv *get_array(const gguf_file *f, const char *key, int (*elem_ok)(uint32_t),
-                                const char *elem_desc, uint64_t want_n, int *rc, trit_err *err) {
+static const gguf_kv *get_array(const gguf_file *f, const char *key, int (*elem_ok)(uint32_t), const char *elem_desc,
+                                uint64_t want_n, int *rc, trit_err *err) {
     const gguf_kv *kv = gguf_find(f, key);
     *rc = 0;
     if (!kv) return NULL;
@@ -157,8 +162,9 @@ static const gguf_kv *get_array(const gguf_file *f, const char *key, int (*elem_
     if (kv->type != GGUF_ARRAY || !elem_ok(kv->arr_type))
         return fail(err, "%s: %s must be an array of %s", f->path, key, elem_desc), NULL;
     if (want_n && kv->n != want_n)
-        return fail(err, "%s: %s has %" PRIu64 " entries but there are %" PRIu64 " tokens", f->path,
-                    key, kv->n, want_n), NULL;
+        return fail(err, "%s: %s has %" PRIu64 " entries but there are %" PRIu64 " tokens", f->path, key, kv->n,
+                    want_n),
+               NULL;
     *rc = 1;
     return kv;
 }
@@ -190,8 +196,7 @@ static int load_texts(vocab *v, const gguf_file *f, trit_err *err) {
     const gguf_kv *kv = get_array(f, "tokenizer.ggml.tokens", is_string, "strings", 0, &rc, err);
     if (rc < 0) return -1;
     if (!kv || kv->n == 0) return fail(err, "%s: tokenizer.ggml.tokens is missing or empty", f->path);
-    if (kv->n > INT32_MAX / 4)
-        return fail(err, "%s: %" PRIu64 " tokens is too many", f->path, kv->n);
+    if (kv->n > INT32_MAX / 4) return fail(err, "%s: %" PRIu64 " tokens is too many", f->path, kv->n);
     v->n = (int)kv->n;
     size_t pool = 0;
     for (int i = 0; i < v->n; i++) {
@@ -263,8 +268,8 @@ static int load_special_ids(vocab *v, const gguf_file *f, trit_err *err) {
         if (rc == 0) x = def < v->n ? def : -1;
         else if (x == -1 || x == 0xFFFFFFFF) x = -1;
         else if (x < 0 || x >= v->n)
-            return fail(err, "%s: %s = %" PRId64 " is not a token id (%d tokens)", f->path,
-                        special_ids[i].key, x, v->n);
+            return fail(err, "%s: %s = %" PRId64 " is not a token id (%d tokens)", f->path, special_ids[i].key, x,
+                        v->n);
         *id = (int32_t)x;
     }
     return 0;
@@ -286,8 +291,10 @@ static int load_flags(vocab *v, const gguf_file *f, trit_err *err) {
 }
 
 static int hex_digit(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                          : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    return c >= '0' && c <= '9' ? c - '0'
+        : c >= 'A' && c <= 'F'  ? c - 'A' + 10
+        : c >= 'a' && c <= 'f'  ? c - 'a' + 10
+                                : -1;
 }
 
 /* The byte a BYTE token stands for ("<0xAB>"), or -1 if its text is malformed. */
@@ -357,15 +364,13 @@ vocab *vocab_load(const gguf_file *f, trit_err *err) {
         return NULL;
     }
     if (load_model_kind(v, f, err) || load_texts(v, f, err) || load_scores_types(v, f, err) ||
-        load_special_ids(v, f, err) || load_flags(v, f, err) ||
-        (v->kind == VOCAB_BPE && load_bpe_merges(v, f, err)))
+        load_special_ids(v, f, err) || load_flags(v, f, err) || (v->kind == VOCAB_BPE && load_bpe_merges(v, f, err)))
         goto bad;
     if (build_table(v) || build_special_list(v)) {
         fail(err, "%s: out of memory for the vocabulary", f->path);
         goto bad;
     }
-    if (check_byte_tokens(v, f->path, err) || (v->kind == VOCAB_SPM && build_byte_table(v, f->path, err)))
-        goto bad;
+    if (check_byte_tokens(v, f->path, err) || (v->kind == VOCAB_SPM && build_byte_table(v, f->path, err))) goto bad;
     return v;
 bad:
     vocab_free(v);
@@ -397,7 +402,7 @@ int vocab_add_eos(const vocab *v) { return v && v->add_eos && v->eos >= 0; }
 /* Control tokens that end a turn in the chat formats trit knows, as llama.cpp also recognises them
  * by text (a Qwen file's eos is <|endoftext|>, while a chat reply ends with <|im_end|>). */
 static const char *const eog_texts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>",
-                                        "<|end|>", "<end_of_turn>", "<|return|>", "<EOT>"};
+                                        "<|end|>",    "<end_of_turn>", "<|return|>", "<EOT>"};
 
 int vocab_is_eog(const vocab *v, int32_t tok) {
     if (!valid_id(v, tok)) return 0;
@@ -411,9 +416,7 @@ int vocab_is_eog(const vocab *v, int32_t tok) {
 
 int vocab_token_type(const vocab *v, int32_t tok) { return valid_id(v, tok) ? v->tok[tok].type : -1; }
 
-const char *vocab_token_text(const vocab *v, int32_t tok) {
-    return valid_id(v, tok) ? v->tok[tok].text : NULL;
-}
+const char *vocab_token_text(const vocab *v, int32_t tok) { return valid_id(v, tok) ? v->tok[tok].text : NULL; }
 
 /* ---- decoding ---- */
 
@@ -475,7 +478,8 @@ int vocab_token_to_piece(const vocab *v, int32_t tok, char *buf, int size, int s
     const vocab_token *t = &v->tok[tok];
     switch (t->type) {
     case TOKEN_NORMAL:
-        return v->kind == VOCAB_BPE ? unmap_bytes(t->text, t->len, buf, size) : copy_unescaped(buf, size, t->text, t->len);
+        return v->kind == VOCAB_BPE ? unmap_bytes(t->text, t->len, buf, size)
+                                    : copy_unescaped(buf, size, t->text, t->len);
     case TOKEN_USER_DEFINED: return copy_out(buf, size, t->text, t->len);
     case TOKEN_CONTROL:
     case TOKEN_UNKNOWN: return special ? copy_out(buf, size, t->text, t->len) : 0;

@@ -18,12 +18,12 @@ typedef struct {
     const char *text; /* NUL-terminated copy in the vocab's pool; len is authoritative */
     uint32_t len;
     float score;
-    uint8_t type;     /* enum token_type */
+    uint8_t type; /* enum token_type */
 } vocab_token;
 
 /* One BPE merge rule "left right"; rank = its index in tokenizer.ggml.merges. */
 typedef struct {
-    uint32_t off;     /* left, a space, right at merge_pool + off */
+    uint32_t off; /* left, a space, right at merge_pool + off */
     uint32_t left_len, right_len;
     int32_t rank;
 } bpe_merge;
@@ -33,19 +33,19 @@ struct vocab {
     int n;
     vocab_token *tok;
     char *pool;
-    int32_t *slots;   /* open addressing, text -> id; -1 is empty */
-    uint32_t mask;    /* slot count - 1 (a power of two) */
+    int32_t *slots; /* open addressing, text -> id; -1 is empty */
+    uint32_t mask; /* slot count - 1 (a power of two) */
     int32_t bos, eos, unk, sep, pad, eot; /* -1 when none */
     int add_bos, add_eos, add_space_prefix;
     int32_t byte_tok[256]; /* SPM: fallback token of each byte */
-    int32_t *special;      /* control, user-defined and unknown ids, longest text first */
+    int32_t *special; /* control, user-defined and unknown ids, longest text first */
     int n_special;
     /* BPE only */
     enum pretok_kind pre;
-    int ignore_merges;     /* a word that is itself a token skips merging (llama3) */
+    int ignore_merges; /* a word that is itself a token skips merging (llama3) */
     bpe_merge *merges;
     char *merge_pool;
-    int32_t *merge_slots;  /* open addressing, (left, right) -> index in merges; -1 is empty */
+    int32_t *merge_slots; /* open addressing, (left, right) -> index in merges; -1 is empty */
     uint32_t merge_mask;
 };
 

@@ -12,7 +12,7 @@
 #include "trit.h"
 #include "types/types.h"
 
-#define ARRAY_HEAD 3   /* array elements shown before "..." */
+#define ARRAY_HEAD 3 /* array elements shown before "..." */
 #define TEXT_STR_MAX 60 /* bytes of a string value shown in text mode */
 
 typedef struct {
@@ -26,8 +26,8 @@ typedef struct {
 
 typedef struct {
     const gguf_file *f;
-    zcount *tz;           /* per tensor; total 0 for non-ternary */
-    layer_zeros *layers;  /* in order of first appearance */
+    zcount *tz; /* per tensor; total 0 for non-ternary */
+    layer_zeros *layers; /* in order of first appearance */
     size_t n_layers;
     zcount all;
     uint64_t params, tensor_bytes;
@@ -35,11 +35,10 @@ typedef struct {
 } stats;
 
 static const char *const rotation_keys[] = {
-    "prism.hadamard.version",      "prism.hadamard.block_size",
-    "prism.hadamard.transform",    "prism.hadamard.axis",
-    "prism.hadamard.sign_mode",    "prism.hadamard.weight_names",
-    "prism.hadamard.sign_widths",  "prism.hadamard.sign_values",
-    "prism.hadamard.inverse_weight_names", "prism.hadamard.gdn_v_grouped",
+    "prism.hadamard.version",       "prism.hadamard.block_size",  "prism.hadamard.transform",
+    "prism.hadamard.axis",          "prism.hadamard.sign_mode",   "prism.hadamard.weight_names",
+    "prism.hadamard.sign_widths",   "prism.hadamard.sign_values", "prism.hadamard.inverse_weight_names",
+    "prism.hadamard.gdn_v_grouped",
 };
 #define N_ROTATION_KEYS (sizeof rotation_keys / sizeof rotation_keys[0])
 
@@ -172,9 +171,13 @@ static void put_number(FILE *out, uint32_t type, const gguf_kv *kv, uint64_t i) 
 static void put_scalar(FILE *out, const gguf_kv *kv) {
     switch (kv->type) {
     case GGUF_STRING: put_quoted(out, kv->v.str.str, kv->v.str.len, TEXT_STR_MAX); break;
-    case GGUF_F32: case GGUF_F64: fprintf(out, "%.*g", float_digits(kv->type, kv->v.f64), kv->v.f64); break;
+    case GGUF_F32:
+    case GGUF_F64: fprintf(out, "%.*g", float_digits(kv->type, kv->v.f64), kv->v.f64); break;
     case GGUF_BOOL: fputs(kv->v.u64 ? "true" : "false", out); break;
-    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: fprintf(out, "%" PRId64, kv->v.i64); break;
+    case GGUF_I8:
+    case GGUF_I16:
+    case GGUF_I32:
+    case GGUF_I64: fprintf(out, "%" PRId64, kv->v.i64); break;
     default: fprintf(out, "%" PRIu64, kv->v.u64); break;
     }
 }
@@ -220,8 +223,7 @@ static void text_metadata(FILE *out, const gguf_file *f) {
 }
 
 static void text_tensors(FILE *out, const gguf_file *f) {
-    fprintf(out, "\ntensors (%zu)\n  %-40s %-7s %-22s %12s\n", f->n_tensors, "name", "type", "shape",
-            "bytes");
+    fprintf(out, "\ntensors (%zu)\n  %-40s %-7s %-22s %12s\n", f->n_tensors, "name", "type", "shape", "bytes");
     for (size_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
         char shape[128];
@@ -243,8 +245,7 @@ static void text_rotation(FILE *out, const gguf_file *f) {
 
 static void text_ternary(FILE *out, const stats *s) {
     const gguf_file *f = s->f;
-    fprintf(out, "\nternary zeros (%d tensors)\n  %-40s %-7s %8s\n", s->n_ternary, "tensor", "type",
-            "zeros");
+    fprintf(out, "\nternary zeros (%d tensors)\n  %-40s %-7s %8s\n", s->n_ternary, "tensor", "type", "zeros");
     for (size_t i = 0; i < f->n_tensors; i++)
         if (s->tz[i].total)
             fprintf(out, "  %-40s %-7s %7.2f%%\n", f->tensors[i].name, type_name(f->tensors[i].type),
@@ -261,15 +262,13 @@ static void text_ternary(FILE *out, const stats *s) {
 
 static void print_text(FILE *out, const stats *s, uint64_t file_size) {
     const gguf_file *f = s->f;
-    fprintf(out, "%s\n  GGUF v%" PRIu32 ", %zu keys, %zu tensors, alignment %" PRIu64
-            ", data at %" PRIu64 "\n", f->path, f->version, f->n_kv, f->n_tensors, f->alignment,
-            f->data_offset);
+    fprintf(out, "%s\n  GGUF v%" PRIu32 ", %zu keys, %zu tensors, alignment %" PRIu64 ", data at %" PRIu64 "\n",
+            f->path, f->version, f->n_kv, f->n_tensors, f->alignment, f->data_offset);
     text_metadata(out, f);
     text_tensors(out, f);
-    fprintf(out, "\ntotals\n  %-16s %" PRIu64 "\n  %-16s %" PRIu64 "\n  %-16s %.4f\n  %-16s %" PRIu64
-            "\n", "parameters", s->params, "tensor bytes", s->tensor_bytes, "bits per weight",
-            s->params ? 8.0 * (double)s->tensor_bytes / (double)s->params : 0.0, "file size",
-            file_size);
+    fprintf(out, "\ntotals\n  %-16s %" PRIu64 "\n  %-16s %" PRIu64 "\n  %-16s %.4f\n  %-16s %" PRIu64 "\n",
+            "parameters", s->params, "tensor bytes", s->tensor_bytes, "bits per weight",
+            s->params ? 8.0 * (double)s->tensor_bytes / (double)s->params : 0.0, "file size", file_size);
     if (s->n_ternary) text_ternary(out, s);
     if (has_rotation(f)) text_rotation(out, f);
     else if (s->n_ternary) fprintf(out, "\nno rotation declared\n");
@@ -304,11 +303,14 @@ static json_t *jnum(uint32_t type, const gguf_kv *kv, uint64_t i) {
 static json_t *jscalar(const gguf_kv *kv) {
     switch (kv->type) {
     case GGUF_STRING: return jstr(kv->v.str.str, kv->v.str.len);
-    case GGUF_F32: case GGUF_F64: return jreal(float_shown(kv->type, kv->v.f64));
+    case GGUF_F32:
+    case GGUF_F64: return jreal(float_shown(kv->type, kv->v.f64));
     case GGUF_BOOL: return json_boolean(kv->v.u64);
-    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64: return json_integer(kv->v.i64);
-    default:
-        return kv->v.u64 > INT64_MAX ? json_real((double)kv->v.u64) : json_integer((json_int_t)kv->v.u64);
+    case GGUF_I8:
+    case GGUF_I16:
+    case GGUF_I32:
+    case GGUF_I64: return json_integer(kv->v.i64);
+    default: return kv->v.u64 > INT64_MAX ? json_real((double)kv->v.u64) : json_integer((json_int_t)kv->v.u64);
     }
 }
 
@@ -325,9 +327,8 @@ static json_t *jkv(const gguf_kv *kv) {
     }
     json_t *head = json_array();
     for (uint64_t i = 0; i < kv->n && i < ARRAY_HEAD; i++)
-        json_array_append_new(head, kv->arr_type == GGUF_STRING
-                                        ? jstr(kv->strs[i].str, kv->strs[i].len)
-                                        : jnum(kv->arr_type, kv, i));
+        json_array_append_new(
+            head, kv->arr_type == GGUF_STRING ? jstr(kv->strs[i].str, kv->strs[i].len) : jnum(kv->arr_type, kv, i));
     json_object_set_new(o, "count", json_integer((json_int_t)kv->n));
     json_object_set_new(o, "head", head);
     return o;
@@ -350,12 +351,12 @@ static json_t *jtensor(const stats *s, size_t i) {
 static json_t *jternary(const stats *s) {
     json_t *layers = json_array();
     for (size_t i = 0; i < s->n_layers; i++)
-        json_array_append_new(layers, json_pack("{s:o, s:o}", "layer",
-                                                s->layers[i].layer < 0 ? json_null()
-                                                                       : json_integer(s->layers[i].layer),
-                                                "zero_fraction", jreal(frac(&s->layers[i].z))));
-    return json_pack("{s:i, s:o, s:o}", "tensors", s->n_ternary, "zero_fraction", jreal(frac(&s->all)),
-                     "layers", layers);
+        json_array_append_new(layers,
+                              json_pack("{s:o, s:o}", "layer",
+                                        s->layers[i].layer < 0 ? json_null() : json_integer(s->layers[i].layer),
+                                        "zero_fraction", jreal(frac(&s->layers[i].z))));
+    return json_pack("{s:i, s:o, s:o}", "tensors", s->n_ternary, "zero_fraction", jreal(frac(&s->all)), "layers",
+                     layers);
 }
 
 static json_t *jrotation(const gguf_file *f) {
@@ -375,18 +376,14 @@ static int print_json(FILE *out, const stats *s, uint64_t file_size) {
     json_t *meta = json_array(), *tensors = json_array();
     for (size_t i = 0; i < f->n_kv; i++) json_array_append_new(meta, jkv(&f->kv[i]));
     for (size_t i = 0; i < f->n_tensors; i++) json_array_append_new(tensors, jtensor(s, i));
-    json_t *totals = json_pack("{s:I, s:I, s:I, s:o, s:I}", "tensors", (json_int_t)f->n_tensors,
-                               "parameters", (json_int_t)s->params, "tensor_bytes",
-                               (json_int_t)s->tensor_bytes, "bits_per_weight",
-                               s->params ? jreal(8.0 * (double)s->tensor_bytes / (double)s->params)
-                                         : json_null(),
+    json_t *totals = json_pack("{s:I, s:I, s:I, s:o, s:I}", "tensors", (json_int_t)f->n_tensors, "parameters",
+                               (json_int_t)s->params, "tensor_bytes", (json_int_t)s->tensor_bytes, "bits_per_weight",
+                               s->params ? jreal(8.0 * (double)s->tensor_bytes / (double)s->params) : json_null(),
                                "file_size", (json_int_t)file_size);
-    json_t *root = json_pack("{s:o, s:i, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "file",
-                             jstr(f->path, strlen(f->path)),
-                             "version", (int)f->version, "alignment", (json_int_t)f->alignment,
-                             "data_offset", (json_int_t)f->data_offset, "metadata", meta,
-                             "tensors", tensors, "totals", totals, "ternary",
-                             s->n_ternary ? jternary(s) : json_null(), "rotation", jrotation(f));
+    json_t *root = json_pack("{s:o, s:i, s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "file", jstr(f->path, strlen(f->path)),
+                             "version", (int)f->version, "alignment", (json_int_t)f->alignment, "data_offset",
+                             (json_int_t)f->data_offset, "metadata", meta, "tensors", tensors, "totals", totals,
+                             "ternary", s->n_ternary ? jternary(s) : json_null(), "rotation", jrotation(f));
     if (!root) return -1;
     int rc = json_dumpf(root, out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', out);

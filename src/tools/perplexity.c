@@ -17,10 +17,10 @@ typedef struct {
     trit_model *m;
     trit_session *s;
     int n_ctx, n_batch, n_vocab;
-    int32_t bos;     /* replaces each chunk's first token; -1 when the model adds no BOS */
-    int32_t *chunk;  /* n_ctx tokens */
-    float *logits;   /* n_batch rows */
-    float *lp;       /* one row of log-probabilities */
+    int32_t bos; /* replaces each chunk's first token; -1 when the model adds no BOS */
+    int32_t *chunk; /* n_ctx tokens */
+    float *logits; /* n_batch rows */
+    float *lp; /* one row of log-probabilities */
 } evaluator;
 
 static double now_s(void) {
@@ -136,8 +136,7 @@ static int ppl_score(void *ctx, const float *lp, int32_t next, trit_err *err) {
 
 static int write_header(FILE *f, int n_ctx, int n_vocab, int n_chunks, const int32_t *tokens) {
     uint32_t h[4] = {(uint32_t)n_ctx, (uint32_t)n_vocab, (uint32_t)n_chunks, (uint32_t)(n_ctx * n_chunks)};
-    return fwrite(KLD_MAGIC, 1, 8, f) == 8 && fwrite(h, 4, 4, f) == 4 &&
-           fwrite(tokens, 4, h[3], f) == h[3] ? 0 : -1;
+    return fwrite(KLD_MAGIC, 1, 8, f) == 8 && fwrite(h, 4, 4, f) == 4 && fwrite(tokens, 4, h[3], f) == h[3] ? 0 : -1;
 }
 
 static int chunk_count(const ppl_params *p, int n_tokens, int n_ctx, int *n_chunks, trit_err *err) {
@@ -159,7 +158,8 @@ int ppl_run(trit_model *m, const int32_t *tokens, int n_tokens, const ppl_params
     ppl_acc a = {.n_vocab = trit_model_n_vocab(m)};
     int rc = -1;
     if (eval_open(&e, m, p, n_ctx, err)) goto done;
-    if (kld_base_out && (!(a.base = fopen(kld_base_out, "wb")) || write_header(a.base, n_ctx, a.n_vocab, n_chunks, tokens))) {
+    if (kld_base_out &&
+        (!(a.base = fopen(kld_base_out, "wb")) || write_header(a.base, n_ctx, a.n_vocab, n_chunks, tokens))) {
         fail(err, "%s: cannot write the KL-divergence base file", kld_base_out);
         goto done;
     }
@@ -191,7 +191,7 @@ typedef struct {
     int n_vocab;
     double nll, nll2, nllb, nllb2, nll_nllb, kld, kld2, dp, dp2, dp4;
     int64_t count, same_top;
-    float *klds, *dps;  /* every position, for the percentiles */
+    float *klds, *dps; /* every position, for the percentiles */
 } kld_acc;
 
 static int argmax(const float *x, int n) {
@@ -314,7 +314,8 @@ static void dp_stats(FILE *o, kld_acc *a, ppl_result *r) {
     say(o, "Median  Δp: %6.3f%%\n", 100.0 * median(a->dps, n));
     for (int i = 0; i < 5; i++) say(o, "%s   Δp: %6.3f%%\n", pln[i], 100.0 * pct(a->dps, n, pl[i]));
     say(o, "Minimum Δp: %6.3f%%\n", 100.0 * a->dps[0]);
-    say(o, "RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * r->dp_rms, 100.0 * (r->dp_rms > 0 ? 0.5 / r->dp_rms * mse_unc : 0));
+    say(o, "RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * r->dp_rms,
+        100.0 * (r->dp_rms > 0 ? 0.5 / r->dp_rms * mse_unc : 0));
     say(o, "Same top p: %6.3f ± %5.3f %%\n", 100.0 * r->same_top, 100.0 * r->same_top_unc);
 }
 
@@ -326,11 +327,13 @@ static int read_base(FILE *f, const char *path, trit_model *m, uint32_t h[4], in
     if (h[0] < 4 || h[2] < 1 || h[3] != (uint64_t)h[0] * h[2] || h[3] > (1u << 30))
         return fail(err, "%s: bad header (n_ctx %u, chunks %u, tokens %u)", path, h[0], h[2], h[3]);
     if ((int)h[1] != trit_model_n_vocab(m))
-        return fail(err, "%s: the base model has %u logits per token, this model %d", path, h[1], trit_model_n_vocab(m));
+        return fail(err, "%s: the base model has %u logits per token, this model %d", path, h[1],
+                    trit_model_n_vocab(m));
     if (!(*tokens = malloc((size_t)h[3] * sizeof **tokens))) return fail(err, "out of memory");
     if (fread(*tokens, 4, h[3], f) != h[3]) return fail(err, "%s: the token list is truncated", path);
     for (uint32_t i = 0; i < h[3]; i++)
-        if ((*tokens)[i] < 0 || (uint32_t)(*tokens)[i] >= h[1]) return fail(err, "%s: token %u is out of range", path, i);
+        if ((*tokens)[i] < 0 || (uint32_t)(*tokens)[i] >= h[1])
+            return fail(err, "%s: token %u is out of range", path, i);
     return 0;
 }
 
@@ -346,7 +349,8 @@ static int kld_loop(trit_model *m, const ppl_params *p, const uint32_t h[4], con
     int rc = eval_open(&e, m, p, n_ctx, err);
     if (!rc) info(p, n_chunks, n_ctx, e.n_batch);
     if (!rc && p->out)
-        fprintf(p->out, "chunk         PPL    ln(PPL(Q)/PPL(base))   KL Divergence              Δp RMS      Same top p\n");
+        fprintf(p->out,
+                "chunk         PPL    ln(PPL(Q)/PPL(base))   KL Divergence              Δp RMS      Same top p\n");
     double t0 = now_s();
     for (int i = 0; i < n_chunks && !rc; i++) {
         rc = eval_chunk(&e, tokens + (size_t)i * n_ctx, kld_score, a, err);

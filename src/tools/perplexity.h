@@ -20,22 +20,22 @@
 #include "base/util.h"
 
 typedef struct {
-    int n_ctx;      /* tokens per chunk (llama-perplexity -c, conventionally 512) */
-    int n_chunks;   /* <= 0: as many as the text holds */
-    int n_batch;    /* tokens per evaluation call; 0 = n_ctx */
-    int n_threads;  /* 0 = physical cores */
-    FILE *out;      /* running values and the final report (NULL = quiet) */
-    FILE *log;      /* informational lines as llama-perplexity prints them (NULL = quiet) */
+    int n_ctx; /* tokens per chunk (llama-perplexity -c, conventionally 512) */
+    int n_chunks; /* <= 0: as many as the text holds */
+    int n_batch; /* tokens per evaluation call; 0 = n_ctx */
+    int n_threads; /* 0 = physical cores */
+    FILE *out; /* running values and the final report (NULL = quiet) */
+    FILE *log; /* informational lines as llama-perplexity prints them (NULL = quiet) */
 } ppl_params;
 
 typedef struct {
     int n_chunks;
-    int64_t count;           /* scored tokens */
+    int64_t count; /* scored tokens */
     double ppl, ppl_unc;
     /* compare runs only */
     double ppl_base, kld, kld_unc, kld_max, kld_p99, kld_median;
-    double same_top, same_top_unc;   /* fractions */
-    double dp_mean, dp_unc, dp_rms;  /* Δp = p(Q) - p(base) of the actual next token */
+    double same_top, same_top_unc; /* fractions */
+    double dp_mean, dp_unc, dp_rms; /* Δp = p(Q) - p(base) of the actual next token */
 } ppl_result;
 
 /* Tokenizes text as llama-perplexity does (add_special: BOS when the model adds it; no special

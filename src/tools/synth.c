@@ -55,11 +55,13 @@ int synth_arch_from_name(const char *name) {
 
 const char *synth_arch_name(synth_arch a) { return arch_names[a]; }
 
-#define TINY .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 64, \
-             .n_vocab = 512, .n_ctx = 256, .rope_base = 10000.0f, .rms_eps = 1e-6f
-#define QWEN35_SSM .ssm_conv = 4, .ssm_state = 128, .ssm_groups = 16, .attn_interval = 4, .rope_dim = 64, \
-                   .rope_sections = {11, 11, 10, 0}, .n_head_kv = 4, .head_dim = 256, .n_vocab = 248320, \
-                   .n_ctx = 262144, .rope_base = 1e7f, .rms_eps = 1e-6f
+#define TINY                                                                                               \
+    .n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_vocab = 512, \
+    .n_ctx = 256, .rope_base = 10000.0f, .rms_eps = 1e-6f
+#define QWEN35_SSM                                                                                         \
+    .ssm_conv = 4, .ssm_state = 128, .ssm_groups = 16, .attn_interval = 4, .rope_dim = 64,                 \
+    .rope_sections = {11, 11, 10, 0}, .n_head_kv = 4, .head_dim = 256, .n_vocab = 248320, .n_ctx = 262144, \
+    .rope_base = 1e7f, .rms_eps = 1e-6f
 
 static const struct {
     const char *name;
@@ -67,18 +69,62 @@ static const struct {
 } shapes[] = {
     {"tiny", {.arch = SYNTH_LLAMA, TINY, .rope_dim = 64}},
     {"tiny", {.arch = SYNTH_QWEN3, TINY, .rope_dim = 64}},
-    {"tiny", {.arch = SYNTH_QWEN35, TINY, .rope_dim = 16, .rope_sections = {3, 3, 2, 0}, .ssm_conv = 4,
-              .ssm_state = 64, .ssm_groups = 2, .ssm_dt_rank = 4, .ssm_inner = 256, .attn_interval = 2}},
-    {"qwen3-1.7b", {.arch = SYNTH_QWEN3, .n_layer = 28, .n_embd = 2048, .n_ff = 6144, .n_head = 16, .n_head_kv = 8,
-                    .head_dim = 128, .n_vocab = 151936, .n_ctx = 32768, .tied = 1, .rope_dim = 128,
-                    .rope_base = 1e6f, .rms_eps = 1e-6f}},
-    {"qwen3-8b", {.arch = SYNTH_QWEN3, .n_layer = 36, .n_embd = 4096, .n_ff = 12288, .n_head = 32, .n_head_kv = 8,
-                  .head_dim = 128, .n_vocab = 151936, .n_ctx = 65536, .rope_dim = 128, .rope_base = 1e6f,
-                  .rms_eps = 1e-6f}},
-    {"qwen35-9b", {.arch = SYNTH_QWEN35, QWEN35_SSM, .n_layer = 32, .n_embd = 4096, .n_ff = 12288, .n_head = 16,
-                   .ssm_dt_rank = 32, .ssm_inner = 4096}},
-    {"qwen35-27b", {.arch = SYNTH_QWEN35, QWEN35_SSM, .n_layer = 64, .n_embd = 5120, .n_ff = 17408, .n_head = 24,
-                    .ssm_dt_rank = 48, .ssm_inner = 6144}},
+    {"tiny",
+     {.arch = SYNTH_QWEN35,
+      TINY,
+      .rope_dim = 16,
+      .rope_sections = {3, 3, 2, 0},
+      .ssm_conv = 4,
+      .ssm_state = 64,
+      .ssm_groups = 2,
+      .ssm_dt_rank = 4,
+      .ssm_inner = 256,
+      .attn_interval = 2}},
+    {"qwen3-1.7b",
+     {.arch = SYNTH_QWEN3,
+      .n_layer = 28,
+      .n_embd = 2048,
+      .n_ff = 6144,
+      .n_head = 16,
+      .n_head_kv = 8,
+      .head_dim = 128,
+      .n_vocab = 151936,
+      .n_ctx = 32768,
+      .tied = 1,
+      .rope_dim = 128,
+      .rope_base = 1e6f,
+      .rms_eps = 1e-6f}},
+    {"qwen3-8b",
+     {.arch = SYNTH_QWEN3,
+      .n_layer = 36,
+      .n_embd = 4096,
+      .n_ff = 12288,
+      .n_head = 32,
+      .n_head_kv = 8,
+      .head_dim = 128,
+      .n_vocab = 151936,
+      .n_ctx = 65536,
+      .rope_dim = 128,
+      .rope_base = 1e6f,
+      .rms_eps = 1e-6f}},
+    {"qwen35-9b",
+     {.arch = SYNTH_QWEN35,
+      QWEN35_SSM,
+      .n_layer = 32,
+      .n_embd = 4096,
+      .n_ff = 12288,
+      .n_head = 16,
+      .ssm_dt_rank = 32,
+      .ssm_inner = 4096}},
+    {"qwen35-27b",
+     {.arch = SYNTH_QWEN35,
+      QWEN35_SSM,
+      .n_layer = 64,
+      .n_embd = 5120,
+      .n_ff = 17408,
+      .n_head = 24,
+      .ssm_dt_rank = 48,
+      .ssm_inner = 6144}},
 };
 
 int synth_shape_named(synth_arch arch, const char *name, synth_shape *out, trit_err *err) {
@@ -89,7 +135,8 @@ int synth_shape_named(synth_arch arch, const char *name, synth_shape *out, trit_
         }
     char names[256] = "";
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (shapes[i].s.arch == arch) snprintf(names + strlen(names), sizeof names - strlen(names), " %s", shapes[i].name);
+        if (shapes[i].s.arch == arch)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " %s", shapes[i].name);
     return fail(err, "no shape '%.64s' for %s (known:%s)", name, arch_names[arch], names);
 }
 
@@ -99,15 +146,24 @@ static const struct {
     size_t off;
     int is_float, qwen35_only;
 } dim_keys[] = {
-    {"layers", offsetof(synth_shape, n_layer), 0, 0},     {"embd", offsetof(synth_shape, n_embd), 0, 0},
-    {"ff", offsetof(synth_shape, n_ff), 0, 0},            {"heads", offsetof(synth_shape, n_head), 0, 0},
-    {"heads_kv", offsetof(synth_shape, n_head_kv), 0, 0}, {"head_dim", offsetof(synth_shape, head_dim), 0, 0},
-    {"vocab", offsetof(synth_shape, n_vocab), 0, 0},      {"ctx", offsetof(synth_shape, n_ctx), 0, 0},
-    {"tied", offsetof(synth_shape, tied), 0, 0},          {"rope_dim", offsetof(synth_shape, rope_dim), 0, 0},
-    {"rope_base", offsetof(synth_shape, rope_base), 1, 0}, {"eps", offsetof(synth_shape, rms_eps), 1, 0},
-    {"conv", offsetof(synth_shape, ssm_conv), 0, 1},      {"state", offsetof(synth_shape, ssm_state), 0, 1},
-    {"groups", offsetof(synth_shape, ssm_groups), 0, 1},  {"dt_rank", offsetof(synth_shape, ssm_dt_rank), 0, 1},
-    {"inner", offsetof(synth_shape, ssm_inner), 0, 1},    {"interval", offsetof(synth_shape, attn_interval), 0, 1},
+    {"layers", offsetof(synth_shape, n_layer), 0, 0},
+    {"embd", offsetof(synth_shape, n_embd), 0, 0},
+    {"ff", offsetof(synth_shape, n_ff), 0, 0},
+    {"heads", offsetof(synth_shape, n_head), 0, 0},
+    {"heads_kv", offsetof(synth_shape, n_head_kv), 0, 0},
+    {"head_dim", offsetof(synth_shape, head_dim), 0, 0},
+    {"vocab", offsetof(synth_shape, n_vocab), 0, 0},
+    {"ctx", offsetof(synth_shape, n_ctx), 0, 0},
+    {"tied", offsetof(synth_shape, tied), 0, 0},
+    {"rope_dim", offsetof(synth_shape, rope_dim), 0, 0},
+    {"rope_base", offsetof(synth_shape, rope_base), 1, 0},
+    {"eps", offsetof(synth_shape, rms_eps), 1, 0},
+    {"conv", offsetof(synth_shape, ssm_conv), 0, 1},
+    {"state", offsetof(synth_shape, ssm_state), 0, 1},
+    {"groups", offsetof(synth_shape, ssm_groups), 0, 1},
+    {"dt_rank", offsetof(synth_shape, ssm_dt_rank), 0, 1},
+    {"inner", offsetof(synth_shape, ssm_inner), 0, 1},
+    {"interval", offsetof(synth_shape, attn_interval), 0, 1},
 };
 
 /* "sections=a:b:c:d", qwen35's rope.dimension_sections. */
@@ -158,12 +214,13 @@ int synth_shape_set(synth_shape *s, const char *dims, trit_err *err) {
 int synth_shape_check(const synth_shape *s, trit_err *err) {
     const int big = 1 << 20;
     if (s->n_layer < 1 || s->n_layer > 1024) return fail(err, "layers must be in [1, 1024]");
-    if (s->n_embd < 1 || s->n_ff < 1 || s->n_head < 1 || s->n_head_kv < 1 || s->head_dim < 1 ||
-        s->n_embd > big || s->n_ff > big || s->n_head > 4096 || s->head_dim > big / s->n_head)
+    if (s->n_embd < 1 || s->n_ff < 1 || s->n_head < 1 || s->n_head_kv < 1 || s->head_dim < 1 || s->n_embd > big ||
+        s->n_ff > big || s->n_head > 4096 || s->head_dim > big / s->n_head)
         return fail(err, "embd, ff, heads, heads_kv and head_dim must be positive (and not huge)");
     if (s->n_vocab < 1 || s->n_ctx < 1) return fail(err, "vocab and ctx must be positive");
     if (s->tied > 1) return fail(err, "tied must be 0 or 1");
-    if (s->n_head % s->n_head_kv) return fail(err, "heads %d is not a multiple of heads_kv %d", s->n_head, s->n_head_kv);
+    if (s->n_head % s->n_head_kv)
+        return fail(err, "heads %d is not a multiple of heads_kv %d", s->n_head, s->n_head_kv);
     if (s->rope_dim < 2 || s->rope_dim % 2 || s->rope_dim > s->head_dim)
         return fail(err, "rope_dim must be even and in [2, head_dim]");
     if (s->arch != SYNTH_QWEN35) return 0;
@@ -189,7 +246,7 @@ typedef struct {
     uint32_t n_dims;
     int64_t ne[2];
     gen_kind kind;
-    int grid;   /* 2: ternary, 1: binary values per block of the type; 0: free floats */
+    int grid; /* 2: ternary, 1: binary values per block of the type; 0: free floats */
     int folded; /* listed in prism.hadamard.weight_names */
     uint64_t seed;
     const synth_plan *plan;
@@ -214,8 +271,8 @@ static uint32_t fit_type(const synth_plan *pl, const char *name, uint32_t type, 
     if (type_row_bytes(type, ne0)) return type;
     uint32_t alt = type_row_bytes(TYPE_Q8_0, ne0) ? TYPE_Q8_0 : TYPE_F16;
     if (pl->p->log)
-        fprintf(pl->p->log, "synth: %s: rows of %" PRId64 " do not fit %s blocks of %" PRId64 "; stored as %s\n",
-                name, ne0, type_name(type), type_get(type)->blck, type_name(alt));
+        fprintf(pl->p->log, "synth: %s: rows of %" PRId64 " do not fit %s blocks of %" PRId64 "; stored as %s\n", name,
+                ne0, type_name(type), type_get(type)->blck, type_name(alt));
     return alt;
 }
 
@@ -264,7 +321,7 @@ static int plan_attention(synth_plan *pl, int il, int gated_q) {
         return -1;
     if (s->arch == SYNTH_LLAMA) return 0;
     return vec(pl, BLK("attn_q_norm.weight"), GEN_NORM, s->head_dim, 0) ||
-           vec(pl, BLK("attn_k_norm.weight"), GEN_NORM, s->head_dim, 0);
+        vec(pl, BLK("attn_k_norm.weight"), GEN_NORM, s->head_dim, 0);
 }
 
 /* Gated DeltaNet layer; ssm_alpha/beta are never folded and stay BF16 beside low-bit weights. */
@@ -299,7 +356,7 @@ static int plan_layer(synth_plan *pl, int il) {
         return -1;
     }
     return weight(pl, BLK("ffn_gate.weight"), E, F, 1) || weight(pl, BLK("ffn_up.weight"), E, F, 1) ||
-           weight(pl, BLK("ffn_down.weight"), F, E, 1);
+        weight(pl, BLK("ffn_down.weight"), F, E, 1);
 }
 
 #undef BLK
@@ -410,8 +467,8 @@ static int kv_scalar(gguf_writer *w, const char *key, uint32_t type, uint64_t u,
     return gguf_writer_add_kv(w, &kv, err);
 }
 
-static int kv_array(gguf_writer *w, const char *key, uint32_t elem, uint64_t n, const void *arr,
-                    gguf_str *strs, trit_err *err) {
+static int kv_array(gguf_writer *w, const char *key, uint32_t elem, uint64_t n, const void *arr, gguf_str *strs,
+                    trit_err *err) {
     gguf_kv kv = {.key = (char *)key, .type = GGUF_ARRAY, .arr_type = elem, .n = n, .arr = arr, .strs = strs};
     return gguf_writer_add_kv(w, &kv, err);
 }
@@ -463,14 +520,16 @@ static int synthetic_vocab(gguf_writer *w, int n, trit_err *err) {
         strs[i] = (gguf_str){strlen(p), p};
     }
     rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", err) ||
-         kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n, NULL, strs, err) ||
-         kv_array(w, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)n, scores, NULL, err) ||
-         kv_array(w, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)n, types, NULL, err) ||
-         kv_scalar(w, "tokenizer.ggml.bos_token_id", GGUF_U32, 1, 0, err) ||
-         kv_scalar(w, "tokenizer.ggml.eos_token_id", GGUF_U32, 2, 0, err) ||
-         kv_scalar(w, "tokenizer.ggml.unknown_token_id", GGUF_U32, 0, 0, err) ||
-         kv_scalar(w, "tokenizer.ggml.add_bos_token", GGUF_BOOL, 1, 0, err) ||
-         kv_scalar(w, "tokenizer.ggml.add_eos_token", GGUF_BOOL, 0, 0, err) ? -1 : 0;
+            kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n, NULL, strs, err) ||
+            kv_array(w, "tokenizer.ggml.scores", GGUF_F32, (uint64_t)n, scores, NULL, err) ||
+            kv_array(w, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)n, types, NULL, err) ||
+            kv_scalar(w, "tokenizer.ggml.bos_token_id", GGUF_U32, 1, 0, err) ||
+            kv_scalar(w, "tokenizer.ggml.eos_token_id", GGUF_U32, 2, 0, err) ||
+            kv_scalar(w, "tokenizer.ggml.unknown_token_id", GGUF_U32, 0, 0, err) ||
+            kv_scalar(w, "tokenizer.ggml.add_bos_token", GGUF_BOOL, 1, 0, err) ||
+            kv_scalar(w, "tokenizer.ggml.add_eos_token", GGUF_BOOL, 0, 0, err)
+        ? -1
+        : 0;
 done:
     free(strs);
     free(pool);
@@ -488,8 +547,8 @@ static int copied_vocab(gguf_writer *w, const char *path, int n_vocab, trit_err 
     if (!tok || tok->type != GGUF_ARRAY || tok->arr_type != GGUF_STRING)
         rc = fail(err, "%s: no tokenizer.ggml.tokens", path);
     else if (tok->n > (uint64_t)n_vocab)
-        rc = fail(err, "%s has %" PRIu64 " tokens, more than the shape's vocab %d (set --dims vocab=N)", path,
-                  tok->n, n_vocab);
+        rc = fail(err, "%s has %" PRIu64 " tokens, more than the shape's vocab %d (set --dims vocab=N)", path, tok->n,
+                  n_vocab);
     for (size_t i = 0; i < f->n_kv && !rc; i++)
         if (!strncmp(f->kv[i].key, "tokenizer.", 10)) rc = gguf_writer_add_kv(w, &f->kv[i], err);
     gguf_close(f);
@@ -508,7 +567,8 @@ static int sign_widths(const synth_plan *pl, uint32_t block, int32_t *widths, si
         const synth_tensor *t = &pl->t[i];
         if (!t->folded) continue;
         if (t->ne[0] % block)
-            return fail(err, "--block %" PRIu32 " does not divide the width %" PRId64 " of %s", block, t->ne[0], t->name);
+            return fail(err, "--block %" PRIu32 " does not divide the width %" PRId64 " of %s", block, t->ne[0],
+                        t->name);
         size_t k = 0;
         while (k < *nw && widths[k] != t->ne[0]) k++;
         if (k == *nw) widths[(*nw)++] = (int32_t)t->ne[0];
@@ -543,16 +603,17 @@ static int hadamard_keys(gguf_writer *w, const synth_plan *pl, trit_err *err) {
         if (pl->t[i].folded) names[nnames++] = (gguf_str){strlen(pl->t[i].name), (char *)pl->t[i].name};
     gguf_str inverse = {strlen("token_embd.weight"), "token_embd.weight"};
     rc = kv_scalar(w, "prism.hadamard.version", GGUF_U32, 1, 0, err) ||
-         kv_scalar(w, "prism.hadamard.block_size", GGUF_U32, block, 0, err) ||
-         gguf_writer_set_str(w, "prism.hadamard.transform", "normalized-sylvester-walsh-hadamard", err) ||
-         gguf_writer_set_str(w, "prism.hadamard.axis", "input-last-dimension", err) ||
-         gguf_writer_set_str(w, "prism.hadamard.sign_mode", "explicit", err) ||
-         kv_array(w, "prism.hadamard.sign_widths", GGUF_I32, nw, widths, NULL, err) ||
-         kv_array(w, "prism.hadamard.sign_values", GGUF_I32, total, signs, NULL, err) ||
-         kv_array(w, "prism.hadamard.weight_names", GGUF_STRING, nnames, NULL, names, err) ||
-         kv_array(w, "prism.hadamard.inverse_weight_names", GGUF_STRING, 1, NULL, &inverse, err) ||
-         (p->shape.arch == SYNTH_QWEN35 && kv_scalar(w, "prism.hadamard.gdn_v_grouped", GGUF_BOOL, 0, 0, err))
-             ? -1 : 0;
+            kv_scalar(w, "prism.hadamard.block_size", GGUF_U32, block, 0, err) ||
+            gguf_writer_set_str(w, "prism.hadamard.transform", "normalized-sylvester-walsh-hadamard", err) ||
+            gguf_writer_set_str(w, "prism.hadamard.axis", "input-last-dimension", err) ||
+            gguf_writer_set_str(w, "prism.hadamard.sign_mode", "explicit", err) ||
+            kv_array(w, "prism.hadamard.sign_widths", GGUF_I32, nw, widths, NULL, err) ||
+            kv_array(w, "prism.hadamard.sign_values", GGUF_I32, total, signs, NULL, err) ||
+            kv_array(w, "prism.hadamard.weight_names", GGUF_STRING, nnames, NULL, names, err) ||
+            kv_array(w, "prism.hadamard.inverse_weight_names", GGUF_STRING, 1, NULL, &inverse, err) ||
+            (p->shape.arch == SYNTH_QWEN35 && kv_scalar(w, "prism.hadamard.gdn_v_grouped", GGUF_BOOL, 0, 0, err))
+        ? -1
+        : 0;
 done:
     free(signs);
     free(names);
@@ -584,13 +645,13 @@ static int model_keys(gguf_writer *w, const synth_plan *pl, trit_err *err) {
         return -1;
     if (s->arch == SYNTH_QWEN3) return 0;
     return kv_arch_u32(w, s, "rope.dimension_count", (uint32_t)s->rope_dim, err) ||
-           kv_array(w, "qwen35.rope.dimension_sections", GGUF_I32, 4, s->rope_sections, NULL, err) ||
-           kv_arch_u32(w, s, "ssm.conv_kernel", (uint32_t)s->ssm_conv, err) ||
-           kv_arch_u32(w, s, "ssm.inner_size", (uint32_t)s->ssm_inner, err) ||
-           kv_arch_u32(w, s, "ssm.state_size", (uint32_t)s->ssm_state, err) ||
-           kv_arch_u32(w, s, "ssm.time_step_rank", (uint32_t)s->ssm_dt_rank, err) ||
-           kv_arch_u32(w, s, "ssm.group_count", (uint32_t)s->ssm_groups, err) ||
-           kv_arch_u32(w, s, "full_attention_interval", (uint32_t)s->attn_interval, err);
+        kv_array(w, "qwen35.rope.dimension_sections", GGUF_I32, 4, s->rope_sections, NULL, err) ||
+        kv_arch_u32(w, s, "ssm.conv_kernel", (uint32_t)s->ssm_conv, err) ||
+        kv_arch_u32(w, s, "ssm.inner_size", (uint32_t)s->ssm_inner, err) ||
+        kv_arch_u32(w, s, "ssm.state_size", (uint32_t)s->ssm_state, err) ||
+        kv_arch_u32(w, s, "ssm.time_step_rank", (uint32_t)s->ssm_dt_rank, err) ||
+        kv_arch_u32(w, s, "ssm.group_count", (uint32_t)s->ssm_groups, err) ||
+        kv_arch_u32(w, s, "full_attention_interval", (uint32_t)s->attn_interval, err);
 }
 
 int synth_write(const synth_params *p, const char *path, trit_err *err) {

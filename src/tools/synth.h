@@ -15,8 +15,8 @@ typedef enum { SYNTH_LLAMA, SYNTH_QWEN3, SYNTH_QWEN35 } synth_arch;
 typedef struct {
     synth_arch arch;
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
-    int tied;         /* no output.weight: the head reuses token_embd */
-    int rope_dim;     /* rotated dims per head */
+    int tied; /* no output.weight: the head reuses token_embd */
+    int rope_dim; /* rotated dims per head */
     float rope_base, rms_eps;
     /* qwen35 only */
     int rope_sections[4];
@@ -25,14 +25,14 @@ typedef struct {
 
 typedef struct {
     synth_shape shape;
-    uint32_t type;        /* type of the 2-D weights (a weight type of types.h) */
-    int rotate;           /* write the prism.hadamard contract; weights are taken as latent */
-    uint32_t block;       /* Hadamard block size (0 = 128) */
+    uint32_t type; /* type of the 2-D weights (a weight type of types.h) */
+    int rotate; /* write the prism.hadamard contract; weights are taken as latent */
+    uint32_t block; /* Hadamard block size (0 = 128) */
     uint64_t seed;
     const char *vocab_path; /* copy tokenizer.* from this GGUF instead of a synthetic vocab */
-    const char *name;       /* general.name (NULL: "synth-<arch>") */
-    int n_threads;          /* 0 = online CPUs */
-    FILE *log;              /* notes such as type fallbacks go here; NULL = quiet */
+    const char *name; /* general.name (NULL: "synth-<arch>") */
+    int n_threads; /* 0 = online CPUs */
+    FILE *log; /* notes such as type fallbacks go here; NULL = quiet */
 } synth_params;
 
 /* Architecture from its GGUF name ("qwen35"); -1 when unknown. */

@@ -49,10 +49,10 @@ static float halves_dot(int64_t n, const void *w, const void *act, float (*to)(u
     return (float)s;
 }
 
-#define HALF_FNS(T)                                                                                           \
-    void T##_to_float(const void *src, float *dst, int64_t n) { halves_to_float(src, dst, n, T##_to_f32); }   \
-    void T##_quantize(const float *src, void *dst, int64_t n) { halves_quantize(src, dst, n, f32_to_##T); }   \
-    void T##_quantize_act(const float *src, void *dst, int64_t n) { T##_quantize(src, dst, n); }             \
+#define HALF_FNS(T)                                                                                         \
+    void T##_to_float(const void *src, float *dst, int64_t n) { halves_to_float(src, dst, n, T##_to_f32); } \
+    void T##_quantize(const float *src, void *dst, int64_t n) { halves_quantize(src, dst, n, f32_to_##T); } \
+    void T##_quantize_act(const float *src, void *dst, int64_t n) { T##_quantize(src, dst, n); }            \
     float T##_vec_dot(int64_t n, const void *w, const void *act) { return halves_dot(n, w, act, T##_to_f32); }
 HALF_FNS(f16)
 HALF_FNS(bf16)

@@ -7,10 +7,10 @@
 
 #include <stdint.h>
 
-#define QUANT_DECLARE(T)                                                     \
-    void T##_to_float(const void *src, float *dst, int64_t n);               \
-    void T##_quantize(const float *src, void *dst, int64_t n);               \
-    void T##_quantize_act(const float *src, void *dst, int64_t n);           \
+#define QUANT_DECLARE(T)                                           \
+    void T##_to_float(const void *src, float *dst, int64_t n);     \
+    void T##_quantize(const float *src, void *dst, int64_t n);     \
+    void T##_quantize_act(const float *src, void *dst, int64_t n); \
     float T##_vec_dot(int64_t n, const void *w, const void *act);
 
 #define QUANT_FNS(T) T##_to_float, T##_quantize, T##_quantize_act, T##_vec_dot

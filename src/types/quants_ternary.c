@@ -120,7 +120,9 @@ static void crumbs_pack(const uint8_t *codes, int n, uint8_t *qs) {
     for (int j = 0; j < n; j++) qs[j / 4] |= (uint8_t)((codes[j] & 3) << (2 * (j % 4)));
 }
 
-static void q2_0_codes(const void *block, uint8_t *codes) { crumbs_unpack(((const block_q2_0 *)block)->qs, QK2_0, codes); }
+static void q2_0_codes(const void *block, uint8_t *codes) {
+    crumbs_unpack(((const block_q2_0 *)block)->qs, QK2_0, codes);
+}
 
 static void q2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
     block_q2_0 *b = block;
@@ -128,7 +130,9 @@ static void q2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
     crumbs_pack(codes, QK2_0, b->qs);
 }
 
-static void pq2_0_codes(const void *block, uint8_t *codes) { crumbs_unpack(((const block_pq2_0 *)block)->qs, QK_PQ2_0, codes); }
+static void pq2_0_codes(const void *block, uint8_t *codes) {
+    crumbs_unpack(((const block_pq2_0 *)block)->qs, QK_PQ2_0, codes);
+}
 
 static void pq2_0_pack(const uint8_t *codes, uint16_t d, void *block) {
     block_pq2_0 *b = block;
@@ -148,10 +152,12 @@ static void ptq1_0_pack(const uint8_t *codes, uint16_t d, void *block) {
     b->d = d;
 }
 
-#define CODEC(T, QK, PACK) {QK, sizeof(block_##T), offsetof(block_##T, d), T##_codes, PACK}
+#define CODEC(T, QK, PACK) \
+    { QK, sizeof(block_##T), offsetof(block_##T, d), T##_codes, PACK }
 const ternary_codec codec_tq1_0 = CODEC(tq1_0, QK_K, tq1_0_pack), codec_tq2_0 = CODEC(tq2_0, QK_K, tq2_0_pack),
                     codec_q1_0 = CODEC(q1_0, QK1_0, NULL), codec_q2_0 = CODEC(q2_0, QK2_0, q2_0_pack),
-                    codec_pq2_0 = CODEC(pq2_0, QK_PQ2_0, pq2_0_pack), codec_ptq1_0 = CODEC(ptq1_0, QK_PTQ1_0, ptq1_0_pack);
+                    codec_pq2_0 = CODEC(pq2_0, QK_PQ2_0, pq2_0_pack),
+                    codec_ptq1_0 = CODEC(ptq1_0, QK_PTQ1_0, ptq1_0_pack);
 
 /* ---- What every type does through its codec. */
 

@@ -76,7 +76,8 @@ static void q7_put(uint8_t *chunk, int n, unsigned q) {
 int repack_panels(uint32_t type, int layout, const uint8_t *src, uint64_t row_bytes, int64_t n_in, int64_t n_out,
                   int64_t p0, int64_t p1, uint8_t *dst) {
     if (!repack_bytes(type, layout, n_in, n_out)) return -1;
-    const uint64_t pb = repack_panel_bytes(n_in, layout), gb = repack_group_bytes(layout), cb = repack_code_bytes(layout);
+    const uint64_t pb = repack_panel_bytes(n_in, layout), gb = repack_group_bytes(layout),
+                   cb = repack_code_bytes(layout);
     uint8_t codes[RP_ROWS][RP_K], chunk[64];
     uint16_t d[RP_ROWS][2];
     for (int64_t p = p0; p < p1; p++)

@@ -24,11 +24,11 @@ static const type_traits traits[TYPE_COUNT] = {
 
 /* Every id GGML ever assigned, for messages about files trit cannot run. */
 static const char *const ggml_names[] = {
-    "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K", "Q3_K",
-    "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",
-    "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8",
-    "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", NULL,
-    "Q1_0", "Q2_0",
+    "F32",        "F16",        "Q4_0",       "Q4_1",  "Q4_2",     "Q4_3",     "Q5_0",     "Q5_1",    "Q8_0",
+    "Q8_1",       "Q2_K",       "Q3_K",       "Q4_K",  "Q5_K",     "Q6_K",     "Q8_K",     "IQ2_XXS", "IQ2_XS",
+    "IQ3_XXS",    "IQ1_S",      "IQ4_NL",     "IQ3_S", "IQ2_S",    "IQ4_XS",   "I8",       "I16",     "I32",
+    "I64",        "F64",        "IQ1_M",      "BF16",  "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0",
+    "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", NULL,       "Q1_0",     "Q2_0",
 };
 
 const type_traits *type_get(uint32_t id) {
@@ -88,12 +88,12 @@ int type_transcode(uint32_t dst_type, void *dst, uint32_t src_type, const void *
 }
 
 int type_block_codes(uint32_t type, const void *block, uint8_t *codes, float *d) {
-    const ternary_codec *c = type == TYPE_PQ2_0    ? &codec_pq2_0
-                             : type == TYPE_PTQ1_0 ? &codec_ptq1_0
-                             : type == TYPE_TQ1_0  ? &codec_tq1_0
-                             : type == TYPE_TQ2_0  ? &codec_tq2_0
-                             : type == TYPE_Q2_0   ? &codec_q2_0
-                                                   : NULL;
+    const ternary_codec *c = type == TYPE_PQ2_0 ? &codec_pq2_0
+        : type == TYPE_PTQ1_0                   ? &codec_ptq1_0
+        : type == TYPE_TQ1_0                    ? &codec_tq1_0
+        : type == TYPE_TQ2_0                    ? &codec_tq2_0
+        : type == TYPE_Q2_0                     ? &codec_q2_0
+                                                : NULL;
     if (!c) return -1;
     c->codes(block, codes);
     *d = codec_scale(c, block);

@@ -23,12 +23,12 @@ enum type_id {
 };
 
 typedef struct {
-    const char *name;   /* "PTQ1_0" */
-    int64_t blck;       /* elements per block */
-    size_t size;        /* bytes per block */
-    int ternary;        /* 1 when every value is one of {-d, 0, +d} (per group) */
-    int weight;         /* 1 when tensors of this type may appear in a model file */
-    int vec_dot_type;   /* activation type the reference dot product consumes */
+    const char *name; /* "PTQ1_0" */
+    int64_t blck; /* elements per block */
+    size_t size; /* bytes per block */
+    int ternary; /* 1 when every value is one of {-d, 0, +d} (per group) */
+    int weight; /* 1 when tensors of this type may appear in a model file */
+    int vec_dot_type; /* activation type the reference dot product consumes */
     /* Decode n values (n a multiple of blck). */
     void (*to_float)(const void *src, float *dst, int64_t n);
     /* Reference quantizer, what a file writer uses (ggml's from_float_ref). */

@@ -7,7 +7,8 @@ size_t kv_cache_bytes(const kv_cache *c) {
 }
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK), per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
+    size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK),
+           per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
@@ -32,7 +33,8 @@ static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h,
     if (wide) a->f16_wide(c, il, h, q, ng, n_keys, out, scratch);
     else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
     else
-        for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim) a->plain(c, il, h + g, q, n_keys, out, scratch);
+        for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
+            a->plain(c, il, h + g, q, n_keys, out, scratch);
 }
 
 /* Whether a unit of cost w that starts after `done` of `total` work is thread ith's: each thread
@@ -72,8 +74,8 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
             for (int i = lo; i < hi; i += FA_TILES) {
                 int np = ((hi - i < FA_TILES ? hi - i : FA_TILES)) * per;
                 np = np < sp->nq - i * per ? np : sp->nq - i * per;
-                a->fa_tiles(c, sp->il, kvh, sp->q + (size_t)i * per * qdim, sp->out + (size_t)i * per * qdim, sp->pos0 + i * per,
-                            np, per, scratch);
+                a->fa_tiles(c, sp->il, kvh, sp->q + (size_t)i * per * qdim, sp->out + (size_t)i * per * qdim,
+                            sp->pos0 + i * per, np, per, scratch);
             }
         }
         return;
@@ -87,7 +89,8 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {
-            int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit, n_keys = sp->pos0 + t + 1;
+            int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit,
+                n_keys = sp->pos0 + t + 1;
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
                 attend_heads(a, c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide);
@@ -96,4 +99,6 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
         }
 }
 
-void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) { kv_attend_with(sp, kernels_get(), ith, nth, scratch); }
+void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) {
+    kv_attend_with(sp, kernels_get(), ith, nth, scratch);
+}

@@ -34,7 +34,8 @@ typedef struct {
 /* Rows from t on that continue row t's evaluation at consecutive positions: a span of attention. */
 static int span_rows(const backend_row *rows, int t, int nb) {
     int n = 1;
-    while (t + n < nb && rows[t + n].st == rows[t].st && rows[t + n].pos == rows[t].pos + n && rows[t + n].n_eval == rows[t].n_eval)
+    while (t + n < nb && rows[t + n].st == rows[t].st && rows[t + n].pos == rows[t].pos + n &&
+           rows[t + n].n_eval == rows[t].n_eval)
         n++;
     return n;
 }
@@ -46,7 +47,8 @@ static void attend_worker(void *arg, int ith, int nth) {
     float *scratch = j->e->scores + (size_t)ith * j->e->scores_per_thread;
     for (int t = 0, n; t < j->nb; t += n) {
         n = span_rows(rows, t, j->nb);
-        kv_span sp = {&row_state(j->e, t)->kv, j->slot, j->q + t * qdim, j->att + t * qdim, rows[t].pos, n, rows[t].n_eval};
+        kv_span sp = {&row_state(j->e, t)->kv, j->slot, j->q + t * qdim, j->att + t * qdim, rows[t].pos, n,
+                      rows[t].n_eval};
         kv_attend(&sp, ith, nth, scratch);
     }
 }

@@ -10,7 +10,7 @@
 #include "backend/cpu/ops.h"
 #include "base/pool.h"
 
-#define EXEC_ROWS 64     /* rows (tokens) per forward pass: each weight is read once per pass */
+#define EXEC_ROWS 64 /* rows (tokens) per forward pass: each weight is read once per pass */
 #define EXEC_LOGIT_ROWS 8 /* rows that share one read of the output matrix (a pass of 8 slots' tokens) */
 
 /* Where a model's repacked weights come from (cpu_repack). */
@@ -19,18 +19,18 @@ typedef struct pack_writer pack_writer;
 
 /* The repacked copies of a model's ternary matmul weights, by weight id. */
 typedef struct {
-    cpu_pack *w;             /* [n_weights]; .data NULL: the weight keeps the file's layout */
+    cpu_pack *w; /* [n_weights]; .data NULL: the weight keeps the file's layout */
     pack_source from;
-    file_map map;            /* PACK_CACHE: the cache file holding the repacked weights */
-    uint8_t *mem;            /* PACK_BUILT: anonymous memory holding them */
+    file_map map; /* PACK_CACHE: the cache file holding the repacked weights */
+    uint8_t *mem; /* PACK_BUILT: anonymous memory holding them */
     size_t mem_bytes;
-    pack_writer *writer;     /* the cache file still being written from mem, or NULL */
+    pack_writer *writer; /* the cache file still being written from mem, or NULL */
 } cpu_packs;
 
 /* The backend's data: the weights and the threads every sequence of the model shares. */
 typedef struct {
     cpu_packs packs;
-    pool *pool;              /* evaluated from one thread at a time */
+    pool *pool; /* evaluated from one thread at a time */
     int pool_users;
 } cpu_backend;
 
@@ -41,17 +41,17 @@ typedef struct cpu_state cpu_state;
 struct exec {
     const model *m;
     const backend_row *rows;
-    float *x, *xn;        /* [rows][n_embd] residual stream and its normalised copy */
-    float *q, *att;       /* [rows][n_head * head_dim] (att: also the GDN output, ssm inner wide) */
-    float *k, *v;         /* [rows][n_head_kv * head_dim] */
-    float *h1, *h2;       /* [rows][widest activation] */
-    float *xr;            /* [rows][widest input]: rotated inputs of folded weights */
-    float *ab;            /* [2][rows][ssm_n_v]: GDN alpha and beta projections */
-    float *scores;        /* per thread: scores_per_thread floats */
-    float *logits;        /* [EXEC_LOGIT_ROWS][n_vocab]: logits of rows whose outputs are not adjacent */
+    float *x, *xn; /* [rows][n_embd] residual stream and its normalised copy */
+    float *q, *att; /* [rows][n_head * head_dim] (att: also the GDN output, ssm inner wide) */
+    float *k, *v; /* [rows][n_head_kv * head_dim] */
+    float *h1, *h2; /* [rows][widest activation] */
+    float *xr; /* [rows][widest input]: rotated inputs of folded weights */
+    float *ab; /* [2][rows][ssm_n_v]: GDN alpha and beta projections */
+    float *scores; /* per thread: scores_per_thread floats */
+    float *logits; /* [EXEC_LOGIT_ROWS][n_vocab]: logits of rows whose outputs are not adjacent */
     size_t scores_per_thread;
-    int max_ctx;          /* longest context the scores scratch serves */
-    mm_ctx mm;            /* thread pool, kernels and matmul scratch */
+    int max_ctx; /* longest context the scores scratch serves */
+    mm_ctx mm; /* thread pool, kernels and matmul scratch */
     /* Calibration (quant/calib.c): sees the input rows of each projection's weights (the rotated
      * rows for folded weights), weights sharing them together; NULL costs a branch per projection. */
     void (*observe)(void *ctx, int nw, const weight *const *ws, const float *x, int nb);
@@ -62,11 +62,11 @@ struct cpu_state {
     backend_state base;
     int n_ctx;
     kv_cache kv;
-    float *conv_state;    /* [n_recurrent][conv_dim][d_conv - 1] */
-    float *ssm_state;     /* [n_recurrent][n_v][d][d] */
-    size_t state_floats;  /* conv_state and ssm_state together (they are adjacent) */
-    exec e;               /* this state's own work area */
-    void *block;          /* the one allocation state and work area live in */
+    float *conv_state; /* [n_recurrent][conv_dim][d_conv - 1] */
+    float *ssm_state; /* [n_recurrent][n_v][d][d] */
+    size_t state_floats; /* conv_state and ssm_state together (they are adjacent) */
+    exec e; /* this state's own work area */
+    void *block; /* the one allocation state and work area live in */
 };
 
 /* The state of row t of a pass. */
@@ -95,6 +95,7 @@ void llama_forward(exec *e, const int32_t *tokens, int nb, int l0, int l1, float
 void qwen35_forward(exec *e, const int32_t *tokens, int nb, int l0, int l1, float *const *out);
 
 /* Calibration's observer on a CPU state (NULL fn removes it). */
-void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *const *, const float *, int), void *ctx);
+void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *const *, const float *, int),
+                       void *ctx);
 
 #endif

@@ -28,10 +28,10 @@ typedef struct {
     int nw;
     const weight *const *ws;
     float *const *ys;
-    const float *x;   /* f32 input, for the fallback */
+    const float *x; /* f32 input, for the fallback */
     int nb;
     size_t act_stride;
-    int direct;       /* 1: kernels on quantized rows; 0: decoded rows against f32 */
+    int direct; /* 1: kernels on quantized rows; 0: decoded rows against f32 */
     int64_t rows[16]; /* direct: rows of ws[i] per chunk, and its number of chunks */
     int64_t chunks[16];
     int64_t n_chunks;
@@ -126,7 +126,8 @@ static void quant_worker(void *arg, int ith, int nth) {
 }
 
 /* Runs the weights of ws whose activation encoding is act_type (or, act_type < 0, the f32 ones). */
-static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb, int act_type) {
+static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *ys, const float *x, int nb,
+                     int act_type) {
     const weight *sel[16];
     float *out[16];
     int n = 0;
@@ -138,8 +139,12 @@ static void mm_group(mm_ctx *c, int nw, const weight *const *ws, float *const *y
     if (!n) return;
     mm_job j = {.c = c, .nw = n, .ws = sel, .ys = out, .x = x, .nb = nb, .direct = act_type >= 0};
     if (j.direct) {
-        quant_job q = {.c = c, .x = x, .n_in = sel[0]->n_in, .nb = nb,
-                       .stride = (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in), .act_type = act_type};
+        quant_job q = {.c = c,
+                       .x = x,
+                       .n_in = sel[0]->n_in,
+                       .nb = nb,
+                       .stride = (size_t)type_row_bytes((uint32_t)act_type, sel[0]->n_in),
+                       .act_type = act_type};
         j.act_stride = q.stride;
         if (nb > 1 && nb * q.n_in >= QUANT_PARALLEL_WORK) pool_run(c->pool, quant_worker, &q);
         else quant_worker(&q, 0, 1);

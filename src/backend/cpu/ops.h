@@ -23,9 +23,9 @@ typedef struct {
     pool *pool;
     const kernel_set *k;
     const cpu_pack *packs;
-    uint8_t *act;      /* quantized activation rows */
+    uint8_t *act; /* quantized activation rows */
     size_t act_bytes;
-    float *rows;       /* [n_threads][widest input]: decoded weight rows for the f32 fallback */
+    float *rows; /* [n_threads][widest input]: decoded weight rows for the f32 fallback */
     int64_t widest;
 } mm_ctx;
 

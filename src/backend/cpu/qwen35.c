@@ -17,7 +17,8 @@ static void gated_qk_row(exec *e, const layer *L, int t) {
     size_t qdim = (size_t)hp->n_head * hd, kvdim = (size_t)hp->n_head_kv * hd;
     float *q = e->q + t * qdim, *k = e->k + t * kvdim;
     const float *qg = e->h1 + t * 2 * qdim;
-    for (int h = 0; h < hp->n_head; h++) memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
+    for (int h = 0; h < hp->n_head; h++)
+        memcpy(q + (size_t)h * hd, qg + (size_t)h * 2 * hd, (size_t)hd * sizeof(float));
     head_norm(e->mm.k, q, hp->n_head, hd, L->q_norm, hp->rms_eps);
     head_norm(e->mm.k, k, hp->n_head_kv, hd, L->k_norm, hp->rms_eps);
     rope(q, hp->n_head, hd, hp->rope_dim, pos, hp->rope_base, ROPE_NEOX);
@@ -117,7 +118,7 @@ static void delta_chunk(const kernel_vec *vo, float *M, const float *q, const fl
         memcpy(K + (size_t)t * d, k + (size_t)t * stride, (size_t)d * sizeof(float));
         memcpy(Q + (size_t)t * d, q + (size_t)t * stride, (size_t)d * sizeof(float));
     }
-    vo->dots(D, d, M, d, d, K, d, n, d);       /* D[t] = S_0 k_t */
+    vo->dots(D, d, M, d, d, K, d, n, d); /* D[t] = S_0 k_t */
     vo->dots(o, ostride, M, d, d, Q, d, n, d); /* o_t = S_0 q_t */
     vo->dots(kk, n, K, d, n, K, d, n, d);
     vo->dots(kq, n, K, d, n, Q, d, n, d);
@@ -173,7 +174,8 @@ static void delta_heads(void *arg, int ith, int nth) {
             cpu_state *s = row_state(e, t);
             for (run = 1; t + run < nb && e->rows[t + run].st == e->rows[t].st; run++) {}
             const float *xc = e->h1 + (size_t)t * conv_dim;
-            float *M = s->ssm_state + ((size_t)L->slot * n_v + h) * d * d, *o = e->att + (size_t)t * inner + (size_t)h * d;
+            float *M = s->ssm_state + ((size_t)L->slot * n_v + h) * d * d,
+                  *o = e->att + (size_t)t * inner + (size_t)h * d;
             if (run >= GDN_CHUNK_MIN) {
                 delta_chunk(vo, M, xc + kh * d, xc + n_k * d + kh * d, xc + 2 * n_k * d + h * d, conv_dim, lg + t,
                             beta + t, o, inner, run, d, work);

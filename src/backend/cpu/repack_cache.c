@@ -70,9 +70,9 @@ int rc_path(const char *dir, const char *model_path, const rc_identity *id, uint
     for (; base[k] && k < sizeof name - 1; k++) { /* the file name, for people; the hash decides */
         char c = base[k];
         name[k] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                          c == '-'
-                      ? c
-                      : '_';
+                c == '-'
+            ? c
+            : '_';
     }
     name[k] = 0;
     int w = snprintf(buf, n, "%s/%s-%016llx.pack", dir, name, (unsigned long long)fnv1a(FNV_SEED, key, sizeof key));
@@ -137,7 +137,8 @@ int rc_parse(const uint8_t *data, size_t size, rc_identity *id, rc_entry **entri
     if (rd_u64(data + H_TOTAL) != size)
         return fail(err, "repack cache: %zu bytes, the header says %llu (truncated?)", size,
                     (unsigned long long)rd_u64(data + H_TOTAL));
-    if (!all_zero(data + H_RESERVED, RC_HEADER_BYTES - H_RESERVED)) return fail(err, "repack cache: reserved bytes set");
+    if (!all_zero(data + H_RESERVED, RC_HEADER_BYTES - H_RESERVED))
+        return fail(err, "repack cache: reserved bytes set");
     uint64_t sum = fnv1a(fnv1a(FNV_SEED, data, H_SUM), (const uint8_t[8]){0}, 8);
     sum = fnv1a(sum, data + H_SUM + 8, (size_t)table_end - H_SUM - 8);
     if (sum != rd_u64(data + H_SUM)) return fail(err, "repack cache: checksum mismatch (corrupted)");
@@ -149,8 +150,13 @@ int rc_parse(const uint8_t *data, size_t size, rc_identity *id, rc_entry **entri
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *t = data + RC_HEADER_BYTES + (size_t)i * RC_ENTRY_BYTES;
         const uint8_t *nul = memchr(t, 0, RC_NAME_BYTES);
-        e[i] = (rc_entry){(const char *)t, rd_u32(t + E_TYPE), rd_u32(t + E_LAYOUT), (int64_t)rd_u64(t + E_NIN),
-                          (int64_t)rd_u64(t + E_NOUT), rd_u64(t + E_OFF), rd_u64(t + E_BYTES)};
+        e[i] = (rc_entry){(const char *)t,
+                          rd_u32(t + E_TYPE),
+                          rd_u32(t + E_LAYOUT),
+                          (int64_t)rd_u64(t + E_NIN),
+                          (int64_t)rd_u64(t + E_NOUT),
+                          rd_u64(t + E_OFF),
+                          rd_u64(t + E_BYTES)};
         uint64_t end = 0;
         const char *bad = NULL;
         if (!nul || nul == t || !all_zero(nul, (size_t)(t + RC_NAME_BYTES - nul))) bad = "a bad name";

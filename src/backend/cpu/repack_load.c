@@ -21,9 +21,9 @@
 
 typedef struct {
     const weight **all; /* every weight that gets packed */
-    int *slot;      /* all[k]'s tensor in e[] (weights sharing a tensor share it) */
+    int *slot; /* all[k]'s tensor in e[] (weights sharing a tensor share it) */
     int n_all;
-    rc_entry *e;    /* one per tensor, in load order */
+    rc_entry *e; /* one per tensor, in load order */
     const weight **src; /* e[i]'s first weight: where its rows are read */
     uint32_t n;
     uint64_t total; /* bytes of the cache file (header, table, data) */
@@ -31,9 +31,7 @@ typedef struct {
 
 static int packable(const weight *w) { return w->data && repack_type_ok(w->type, RP_C2) && w->n_in % RP_K == 0; }
 
-static void plan_free(plan *p) {
-    free(p->all), free(p->slot), free(p->e), free(p->src);
-}
+static void plan_free(plan *p) { free(p->all), free(p->slot), free(p->e), free(p->src); }
 
 /* Lists the weights to pack: every matmul weight of layer (a new one belongs in ws[] below) and
  * the output. The token table is read by rows and keeps the file's; a tied output is a copy of its
@@ -49,8 +47,8 @@ static int plan_make(const model *m, plan *p, trit_err *err) {
     if (!p->all || !p->slot || !p->e || !p->src) return plan_free(p), fail(err, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
         const layer *y = &m->layers[l];
-        const weight *ws[PER_LAYER] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->qkv, &y->gate, &y->alpha, &y->beta,
-                        &y->ssm_out, &y->ffn_gate, &y->ffn_up, &y->ffn_down};
+        const weight *ws[PER_LAYER] = {&y->wq,    &y->wk,   &y->wv,      &y->wo,       &y->qkv,    &y->gate,
+                                       &y->alpha, &y->beta, &y->ssm_out, &y->ffn_gate, &y->ffn_up, &y->ffn_down};
         for (int i = 0; i < PER_LAYER; i++)
             if (packable(ws[i])) p->all[p->n_all++] = ws[i];
     }
@@ -64,7 +62,8 @@ static int plan_make(const model *m, plan *p, trit_err *err) {
         if (i < p->n) continue;
         p->src[p->n] = p->all[k];
         const int l = repack_layout(w->type, kernels_get()->trit_layout);
-        p->e[p->n++] = (rc_entry){w->name, w->type, (uint32_t)l, w->n_in, w->n_out, 0, repack_bytes(w->type, l, w->n_in, w->n_out)};
+        p->e[p->n++] = (rc_entry){
+            w->name, w->type, (uint32_t)l, w->n_in, w->n_out, 0, repack_bytes(w->type, l, w->n_in, w->n_out)};
     }
     p->total = rc_layout(p->e, p->n);
     if (p->n && !p->total) return plan_free(p), fail(err, "repacked weights overflow the address space");
@@ -121,7 +120,8 @@ static void bind(cpu_packs *pk, const plan *p, const uint8_t *base, const rc_ent
 
 /* Maps (or reads) the cache file at path and binds the weights to it when it is valid, of this
  * model file and holds exactly the plan's tensors; otherwise -1 with the reason in why. */
-static int open_cache(cpu_packs *pk, const plan *p, const char *path, const rc_identity *id, int use_mmap, trit_err *why) {
+static int open_cache(cpu_packs *pk, const plan *p, const char *path, const rc_identity *id, int use_mmap,
+                      trit_err *why) {
     file_map fm;
     if (file_map_open(&fm, path, use_mmap, why)) return -1;
     rc_identity got;
@@ -131,7 +131,7 @@ static int open_cache(cpu_packs *pk, const plan *p, const char *path, const rc_i
     int ok = !memcmp(&got, id, sizeof got) && n == p->n;
     for (uint32_t i = 0; ok && i < n; i++)
         ok = !strcmp(e[i].name, p->e[i].name) && e[i].type == p->e[i].type && e[i].layout == p->e[i].layout &&
-             e[i].n_in == p->e[i].n_in && e[i].n_out == p->e[i].n_out;
+            e[i].n_in == p->e[i].n_in && e[i].n_out == p->e[i].n_out;
     if (ok) {
         bind(pk, p, fm.data, e);
         pk->map = fm;
@@ -156,7 +156,9 @@ struct pack_writer {
     char tmp[4256], path[4200];
 };
 
-static void note(const char *why) { fprintf(stderr, "trit: repack cache: %s; the repacked weights stay in memory only\n", why); }
+static void note(const char *why) {
+    fprintf(stderr, "trit: repack cache: %s; the repacked weights stay in memory only\n", why);
+}
 
 static void *write_cache(void *arg) {
     pack_writer *w = arg;
@@ -172,7 +174,9 @@ static void *write_cache(void *arg) {
     trit_err err;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", w->fd);
-    int rc = done == w->total && !fdatasync(w->fd) ? 0 : fail(&err, "%s: %s", w->tmp, errno ? strerror(errno) : "short write");
+    int rc = done == w->total && !fdatasync(w->fd)
+        ? 0
+        : fail(&err, "%s: %s", w->tmp, errno ? strerror(errno) : "short write");
     if (!rc && w->unnamed && linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW))
         rc = fail(&err, "%s: %s", w->tmp, strerror(errno)), w->unnamed = 2; /* nothing to unlink */
     if (close(w->fd) && !rc) rc = fail(&err, "%s: %s", w->tmp, strerror(errno));
@@ -222,7 +226,8 @@ static void release_sources(const model *m, const plan *p) {
 }
 
 /* The cache file's directory and path for this model: -1 (why set) when there is none. */
-static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_t n_path, rc_identity *id, trit_err *why) {
+static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_t n_path, rc_identity *id,
+                      trit_err *why) {
     if (rc_dir(dir, n_dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
     if (rc_identity_of(m->file->path, id, why)) return -1;
     if (rc_path(dir, m->file->path, id, (uint32_t)kernels_get()->trit_layout, path, n_path))
@@ -247,9 +252,10 @@ int cpu_repack(cpu_packs *pk, const model *m, int use_mmap, uint64_t cache_min, 
     }
     /* Built in anonymous memory (fast to fill, unlike a file mapping), then written out. */
     uint8_t *mem = p.total <= SIZE_MAX ? mmap(NULL, p.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                                        : MAP_FAILED;
+                                       : MAP_FAILED;
     if (mem == MAP_FAILED)
-        return plan_free(&p), fail(err, "out of memory for %llu bytes of repacked weights", (unsigned long long)p.total);
+        return plan_free(&p),
+               fail(err, "out of memory for %llu bytes of repacked weights", (unsigned long long)p.total);
 #ifdef MADV_HUGEPAGE
     madvise(mem, p.total, MADV_HUGEPAGE); /* a hint: fewer TLB misses when streaming the weights */
 #endif

@@ -85,7 +85,8 @@ backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, t
     const hparams *hp = &b->m->hp;
     s->base.b = b;
     s->n_ctx = n_ctx;
-    s->kv = (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    s->kv =
+        (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
     s->e.m = b->m;
     s->e.mm.pool = pool_acquire(cb, n_threads);
     s->e.mm.k = kernels_get();
@@ -123,8 +124,10 @@ void cpu_state_reset(backend_state *st) {
 int cpu_state_copy(backend_state *dst_, const backend_state *src_, int n_past, trit_err *err) {
     cpu_state *dst = (cpu_state *)dst_;
     const cpu_state *src = (const cpu_state *)src_;
-    if (dst->base.b != src->base.b || dst->kv.f16 != src->kv.f16) return fail(err, "sessions of different models or cache types");
-    if (dst->n_ctx < n_past) return fail(err, "the destination context (%d) is shorter than %d tokens", dst->n_ctx, n_past);
+    if (dst->base.b != src->base.b || dst->kv.f16 != src->kv.f16)
+        return fail(err, "sessions of different models or cache types");
+    if (dst->n_ctx < n_past)
+        return fail(err, "the destination context (%d) is shorter than %d tokens", dst->n_ctx, n_past);
     size_t el = src->kv.f16 ? 2 : 4, row = (size_t)src->kv.n_head_kv * src->kv.head_dim * el;
     for (int l = 0; l < src->kv.n_layer; l++) {
         size_t from = (size_t)l * src->n_ctx * row, to = (size_t)l * dst->n_ctx * row;
@@ -135,7 +138,8 @@ int cpu_state_copy(backend_state *dst_, const backend_state *src_, int n_past, t
     return 0;
 }
 
-void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *const *, const float *, int), void *ctx) {
+void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *const *, const float *, int),
+                       void *ctx) {
     cpu_state *s = (cpu_state *)st;
     s->e.observe = fn, s->e.observe_ctx = ctx;
 }

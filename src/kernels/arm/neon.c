@@ -147,7 +147,8 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
         UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s[r][t] = vdupq_n_s32(0);
         UNROLL for (int e = 0; e < nvec; e++) {
             int8x16_t av[4];
-            UNROLL for (int t = 0; t < T; t++) av[t] = a_vec(k, ((const block_q8_K *)(a[t] + yoff))->qs + 128 * half, e);
+            UNROLL for (int t = 0; t < T; t++) av[t] =
+                a_vec(k, ((const block_q8_K *)(a[t] + yoff))->qs + 128 * half, e);
             UNROLL for (int r = 0; r < R; r++) {
                 int8x16_t c = w_vec(k, w[r] + i * ki.bytes, e);
                 UNROLL for (int t = 0; t < T; t++) s[r][t] = vdotq_s32(s[r][t], c, av[t]);
@@ -195,8 +196,12 @@ enum { PK_T = 4 };
 INLINE int8x16_t pk_step(uint8x16_t x, int j, int in_place) {
     switch (j) {
     case 0: return vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(3)));
-    case 1: return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 2)) : vandq_u8(vshrq_n_u8(x, 2), vdupq_n_u8(3)));
-    case 2: return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 4)) : vandq_u8(vshrq_n_u8(x, 4), vdupq_n_u8(3)));
+    case 1:
+        return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 2))
+                                            : vandq_u8(vshrq_n_u8(x, 2), vdupq_n_u8(3)));
+    case 2:
+        return vreinterpretq_s8_u8(in_place ? vandq_u8(x, vdupq_n_u8(3 << 4))
+                                            : vandq_u8(vshrq_n_u8(x, 4), vdupq_n_u8(3)));
     default: return vreinterpretq_s8_u8(vshrq_n_u8(x, 6));
     }
 }
@@ -247,7 +252,8 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
                 const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)d)));
                 UNROLL for (int t = 0; t < T; t++) {
                     int32x4_t is = s[q][t][0];
-                    if (M == 3) is = vsraq_n_s32(vsraq_n_s32(is, s[q][t][1], 2), s[q][t][2], 4); /* exact: 4^j x the sums */
+                    if (M == 3)
+                        is = vsraq_n_s32(vsraq_n_s32(is, s[q][t][1], 2), s[q][t][2], 4); /* exact: 4^j x the sums */
                     f[q][t] = vfmaq_f32(f[q][t], vcvtq_f32_s32(is), vmulq_n_f32(dw, a[t][g].d));
                 }
             }
@@ -262,8 +268,12 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
 }
 
 /* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
-#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
-PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
+#define PK_SHAPE(T) \
+    static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+PK_SHAPE(1)
+PK_SHAPE(2)
+PK_SHAPE(3)
+PK_SHAPE(4)
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {

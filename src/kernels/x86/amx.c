@@ -39,9 +39,12 @@ typedef struct {
 /* Tiles 0-3: C (A0 B0, A0 B1, A1 B0, A1 B1), 4, 5: A0, A1, of m token rows; 6, 7: B0, B1 (16 rows);
  * 64 bytes a row. m = 16 except for batches under 16 tokens, which take m = n_tok. Static: gcc's
  * _tile_loadconfig tells the compiler it reads 8 bytes, so a local could be left half written. */
-#define CONFIG(m) {.palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {m, m, m, m, m, m, 16, 16}}
+#define CONFIG(m)                                                                                     \
+    {                                                                                                 \
+        .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = { m, m, m, m, m, m, 16, 16 } \
+    }
 static const tile_config configs[17] = {
-    CONFIG(16), CONFIG(1), CONFIG(2),  CONFIG(3),  CONFIG(4),  CONFIG(5),  CONFIG(6),  CONFIG(7), CONFIG(8),
+    CONFIG(16), CONFIG(1),  CONFIG(2),  CONFIG(3),  CONFIG(4),  CONFIG(5),  CONFIG(6),  CONFIG(7),  CONFIG(8),
     CONFIG(9),  CONFIG(10), CONFIG(11), CONFIG(12), CONFIG(13), CONFIG(14), CONFIG(15), CONFIG(16),
 };
 
@@ -93,11 +96,11 @@ INLINE void flush(const int32_t *c, __m512 scale, const tok_info *ti, int k, flo
     }
 }
 
-#define FLUSH(tile, sc, ti, acc, m)          \
-    do {                                     \
-        _tile_stored(tile, cbuf, 64);        \
-        BARRIER();                           \
-        flush(cbuf, sc, ti, k, acc, m);      \
+#define FLUSH(tile, sc, ti, acc, m)     \
+    do {                                \
+        _tile_stored(tile, cbuf, 64);   \
+        BARRIER();                      \
+        flush(cbuf, sc, ti, k, acc, m); \
     } while (0)
 
 /* One group for m0 + m1 tokens (na A tiles, A1 16 rows after A0; K steps ks bytes apart) x 32 rows
@@ -183,7 +186,8 @@ static void panels(int L, int64_t ng, const uint8_t *w, size_t w_stride, int64_t
                 /* each layout's unpack loop on its own, with no test inside */
                 if (L == RP_Q7) unpack(RP_Q7, wg + (size_t)b * w_stride, bt[b][0]);
                 else unpack(RP_C2, wg + (size_t)b * w_stride, bt[b][0]);
-                for (int h = 0; h < 2; h++) sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));
+                for (int h = 0; h < 2; h++)
+                    sc[b][h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + 32 * h)));
                 merge &= memcmp(s, s + 32, 32) == 0;
             }
             BARRIER();
@@ -255,10 +259,10 @@ static void amx_packed(int L, int64_t n, const void *w, size_t w_stride, int64_t
     free(ap);
 }
 
-#define AMX_PACKED(L)                                                                                             \
-    static void amx_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,        \
-                               size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                 \
-        amx_packed(L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);                           \
+#define AMX_PACKED(L)                                                                                      \
+    static void amx_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, \
+                               size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {          \
+        amx_packed(L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride);                    \
     }
 AMX_PACKED(RP_C2)
 AMX_PACKED(RP_Q7)

@@ -20,8 +20,7 @@
 static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int np = n & ~31;
-    for (int i = 0; i < np; i += 32)
-        UNROLL for (int j = 0; j < 4; j++) {
+    for (int i = 0; i < np; i += 32) UNROLL for (int j = 0; j < 4; j++) {
             __m256 k = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * j)));
             acc[j] = _mm256_fmadd_ps(k, _mm256_loadu_ps(yq + i + 8 * j), acc[j]);
         }
@@ -35,7 +34,8 @@ static float dot_f16_avx2(const uint16_t *x, const float *yq, int n) {
 
 /* The query heads h..h+ng of one KV head go through its keys together: each row is fetched once
  * for all of them, and their independent chains overlap. */
-static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *scratch) {
+static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                            float *scratch) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv, kvh = h / group;
     const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim + kvh * hd;
     const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim + kvh * hd;
@@ -60,7 +60,8 @@ static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, in
                 float old = M[g];
                 M[g] = sc;
                 ms = expf(old - sc);
-                for (int i = 0; i < hv; i += 8) _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
+                for (int i = 0; i < hv; i += 8)
+                    _mm256_storeu_ps(acc + i, F16_ROUND(_mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(ms))));
                 for (int i = hv; i < hd; i++) acc[i] = kv_h2f(f32_to_f16(acc[i] * ms));
             } else {
                 vs = expf(sc - M[g]);
@@ -100,7 +101,8 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
     for (int j = 0; j < n_keys; j++) {
         size_t at = head + (size_t)j * kvdim;
         __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(load8(c, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
+        for (int i = 0; i < hd; i += 8)
+            acc = _mm256_fmadd_ps(load8(c, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
         __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         r = _mm_add_ss(r, _mm_movehdup_ps(r));

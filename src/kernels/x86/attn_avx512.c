@@ -29,11 +29,14 @@
 INLINE __m512 sum16(const __m512 u[16]) {
     __m512 r[8], t[4], w[2];
     UNROLL for (int p = 0; p < 8; p++) /* lane i + 8 onto lane i: u[2p] in the low half, u[2p + 1] in the high */
-        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44), _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
+        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
     UNROLL for (int m = 0; m < 4; m++) /* lane i + 4 onto lane i: quarter c holds u[4m + c] */
-        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88), _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
+        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
     UNROLL for (int n = 0; n < 2; n++) /* neighbours */
-        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88), _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
+        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88),
+                             _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
     return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
 }
 
@@ -48,9 +51,11 @@ INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const
         __m512 u[4][16];
         for (int i = 0; i < 16; i++) {
             if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
+                for (int d = 0; d < hd; d += 32)
+                    _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
             if (v && j0 + i < n) /* and for the block's value rows while it is scored */
-                for (int d = 0; d < hd; d += 32) _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
+                for (int d = 0; d < hd; d += 32)
+                    _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
             int j = j0 + 4 * (i % 4) + i / 4;
             const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
             __m512 a[4], b[4];
@@ -65,7 +70,8 @@ INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const
             }
             UNROLL for (int g = 0; g < ng; g++) u[g][i] = _mm512_add_ps(a[g], b[g]);
         }
-        UNROLL for (int g = 0; g < ng; g++) _mm512_storeu_ps(s + g * F16_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
+        UNROLL for (int g = 0; g < ng; g++)
+            _mm512_storeu_ps(s + g * F16_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
     }
 }
 
@@ -76,23 +82,24 @@ INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const f
                        int hd, int n) {
     for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
         __m512 a[4][8];
-        UNROLL for (int g = 0; g < ng; g++)
-            UNROLL for (int c = 0; c < cw; c++) a[g][c] = _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
+            _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
         for (int j = 0; j < n; j++) {
             const uint16_t *vr = v + (size_t)j * kvdim + c0;
             UNROLL for (int g = 0; g < ng; g++) {
                 float m = ms[g * F16_BLOCK + j];
                 if (m != 1.0f)
-                    UNROLL for (int c = 0; c < cw; c++) a[g][c] = F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
+                    UNROLL for (int c = 0; c < cw; c++) a[g][c] =
+                        F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
             }
             UNROLL for (int c = 0; c < cw; c++) {
                 __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));
-                UNROLL for (int g = 0; g < ng; g++)
-                    a[g][c] = F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * F16_BLOCK + j]), a[g][c]));
+                UNROLL for (int g = 0; g < ng; g++) a[g][c] =
+                    F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * F16_BLOCK + j]), a[g][c]));
             }
         }
-        UNROLL for (int g = 0; g < ng; g++)
-            UNROLL for (int c = 0; c < cw; c++) _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++)
+            _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
     }
 }
 
@@ -108,8 +115,8 @@ static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, 
     else f16_scores(k, v, kvdim, qq, 1, hd, n, avail, scale, s);
 }
 
-static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int hd,
-                            int n) {
+static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng,
+                            int hd, int n) {
     if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
     else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
     else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
@@ -161,8 +168,8 @@ static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, 
             size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
             for (int g = g0, p; g < g0 + seg; g += p) {
                 p = pass_heads(g0 + seg - g);
-                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
-                                s + g * F16_BLOCK);
+                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0,
+                                scale, s + g * F16_BLOCK);
             }
             for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
             for (int g = g0, p; g < g0 + seg; g += p) {
@@ -196,7 +203,8 @@ INLINE __m512 exp_nonpos(__m512 x) {
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
     __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_hi), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(ln2_lo), r);
     __m512 p = _mm512_set1_ps(1.0f / 5040);
@@ -219,7 +227,8 @@ static void fa_load(const kv_cache *c, const void *base, size_t at, int j0, int 
         if (c->f16) {
             const uint16_t *src = (const uint16_t *)base + row;
             for (int i = 0; i < hd; i += 16)
-                _mm512_storeu_ps(dst + (size_t)j * hd + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+                _mm512_storeu_ps(dst + (size_t)j * hd + i,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
         } else {
             memcpy(dst + (size_t)j * hd, (const float *)base + row, (size_t)hd * sizeof(float));
         }
@@ -247,7 +256,9 @@ INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float sc
             __m512i pv = _mm512_loadu_si512(pos + 16 * v);
             UNROLL for (int k = 0; k < 8; k++) {
                 __m512 x = _mm512_mul_ps(acc[k][v], _mm512_set1_ps(scale));
-                if (masked) x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j + k), pv), _mm512_set1_ps(-INFINITY));
+                if (masked)
+                    x = _mm512_mask_mov_ps(x, _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(j0 + j + k), pv),
+                                           _mm512_set1_ps(-INFINITY));
                 mx[v] = _mm512_max_ps(mx[v], x);
                 _mm512_storeu_ps(s + (j + k) * FA_ROWS + 16 * v, x);
             }
@@ -256,38 +267,39 @@ INLINE void fa_scores(const float *qt, const float *kf, int hd, int n8, float sc
 }
 
 /* o[r] = o[r] * alpha[r] + Σ_j p[j][r] v_j for 8 rows from r0 and w vectors of columns from c0. */
-INLINE void fa_values_tile(float *o, const float *vf, const float *p, const float *alpha, int hd, int n, int r0,
-                           int c0, int w) {
+INLINE void fa_values_tile(float *o, const float *vf, const float *p, const float *alpha, int hd, int n, int r0, int c0,
+                           int w) {
     __m512 acc[8][2];
-    UNROLL for (int i = 0; i < 8; i++)
-        UNROLL for (int x = 0; x < w; x++)
-            acc[i][x] = _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x), _mm512_set1_ps(alpha[r0 + i]));
+    UNROLL for (int i = 0; i < 8; i++) UNROLL for (int x = 0; x < w; x++) acc[i][x] =
+        _mm512_mul_ps(_mm512_loadu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x), _mm512_set1_ps(alpha[r0 + i]));
     for (int j = 0; j < n; j++) {
-        __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * hd + c0), v1 = w > 1 ? _mm512_loadu_ps(vf + (size_t)j * hd + c0 + 16) : v0;
+        __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * hd + c0),
+               v1 = w > 1 ? _mm512_loadu_ps(vf + (size_t)j * hd + c0 + 16) : v0;
         UNROLL for (int i = 0; i < 8; i++) {
             __m512 pb = _mm512_set1_ps(p[j * FA_ROWS + r0 + i]);
             acc[i][0] = _mm512_fmadd_ps(pb, v0, acc[i][0]);
             if (w > 1) acc[i][1] = _mm512_fmadd_ps(pb, v1, acc[i][1]);
         }
     }
-    UNROLL for (int i = 0; i < 8; i++)
-        UNROLL for (int x = 0; x < w; x++) _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
+    UNROLL for (int i = 0; i < 8; i++) UNROLL for (int x = 0; x < w; x++)
+        _mm512_storeu_ps(o + (size_t)(r0 + i) * hd + c0 + 16 * x, acc[i][x]);
 }
 
 /* r[i] = row i of a 16 x 16 block in, column i out: pairs, quads, then 128-bit quarters. */
 INLINE void transpose16(__m512 r[16]) {
     __m512 t[16];
-    UNROLL for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    UNROLL for (int i = 0; i < 16; i += 4)
-        UNROLL for (int k = 0; k < 2; k++) {
-            __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
-            r[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-            r[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        }
+    UNROLL for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]),
+                                           t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    UNROLL for (int i = 0; i < 16; i += 4) UNROLL for (int k = 0; k < 2; k++) {
+        __m512d a = _mm512_castps_pd(t[i + k]), b = _mm512_castps_pd(t[i + k + 2]);
+        r[i + 2 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 2 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
     /* r[4g + k] now holds, in quarter c, column 4c + k of rows 4g..4g+3 */
     UNROLL for (int k = 0; k < 4; k++) {
         __m512 u0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x44), u1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xee);
-        __m512 v0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x44), v1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xee);
+        __m512 v0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x44),
+               v1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xee);
         t[k] = _mm512_shuffle_f32x4(u0, v0, 0x88), t[4 + k] = _mm512_shuffle_f32x4(u0, v0, 0xdd);
         t[8 + k] = _mm512_shuffle_f32x4(u1, v1, 0x88), t[12 + k] = _mm512_shuffle_f32x4(u1, v1, 0xdd);
     }
@@ -305,8 +317,8 @@ typedef struct {
 } fa_tile;
 
 /* One tile against keys j0..j0+n (kf, vf: f32 rows, kf zero up to n8), rows in nv vectors. */
-INLINE void fa_block(fa_tile *t, const float *kf, const float *vf, int j0, int n, int n8, int hd, float scale,
-                     float *s, float *alpha, int nv) {
+INLINE void fa_block(fa_tile *t, const float *kf, const float *vf, int j0, int n, int n8, int hd, float scale, float *s,
+                     float *alpha, int nv) {
     __m512 m[2], mx[2];
     for (int v = 0; v < nv; v++) mx[v] = m[v] = _mm512_loadu_ps(t->m + 16 * v);
     int masked = j0 + n8 - 1 > t->pos[0]; /* some key of the block lies past some row's position */
@@ -381,7 +393,8 @@ static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, float *
         for (int r = 0; r < t->nr; r++) {
             float *orow = t->out + (size_t)(r / group) * qdim + (size_t)(kvh * group + r % group) * hd;
             __m512 iv = _mm512_set1_ps(1.0f / t->l[r]);
-            for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(t->o + (size_t)r * hd + d), iv));
+            for (int d = 0; d < hd; d += 16)
+                _mm512_storeu_ps(orow + d, _mm512_mul_ps(_mm512_loadu_ps(t->o + (size_t)r * hd + d), iv));
         }
     }
 }

@@ -69,7 +69,7 @@ static const uint8_t ptq1_pow[4][32] = {
     {9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27},
 };
 /* Bytes 12..27 of a PTQ1_0 block -> qs[16..23] twice | qs[16..23], then qh[h] for element 120+2n+h. */
-static const uint8_t ptq1_tail[32] = {4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
+static const uint8_t ptq1_tail[32] = {4, 5, 6, 7, 8, 9, 10, 11, 4,  5,  6,  7,  8,  9,  10, 11,
                                       4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13};
 
 /* Codes 32j..32j+31 of a PTQ1_0 block (element order of bonsai2-contract §1.6). */
@@ -83,7 +83,8 @@ INLINE __m256i ptq1_chunk(const uint8_t *b, int j) {
 static const uint8_t tq1_pow[3][32] = {
     {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
     {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27},
-    {81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27},
+    {81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81, 81,
+     1,  1,  1,  1,  3,  3,  3,  3,  9,  9,  9,  9,  27, 27, 27, 27},
 };
 static const uint8_t tq1_qh[16] = {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15};
 
@@ -116,8 +117,8 @@ INLINE __m256i crumb_chunk(const uint8_t *qs) {
 
 /* 32 activations reordered to crumb_chunk's plane order. */
 INLINE __m256i crumb_act(const uint8_t *a) {
-    const __m256i by_plane = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1,
-                                              5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i by_plane = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5,
+                                              9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     __m256i v = _mm256_shuffle_epi8(load256(a), by_plane);
     return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
@@ -211,7 +212,8 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             UNROLL for (int t = 0; t < T; t++) av[t] = a_chunk(k, a[t] + yoff + 4 + 128 * half + 32 * j);
             UNROLL for (int r = 0; r < R; r++) {
                 __m256i c = w_chunk(k, w[r] + i * ki.bytes, j);
-                UNROLL for (int t = 0; t < T; t++) s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(c, av[t]));
+                UNROLL for (int t = 0; t < T; t++) s16[r][t] =
+                    _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(c, av[t]));
             }
         }
         UNROLL for (int r = 0; r < R; r++) {
@@ -286,7 +288,8 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
         const size_t wo = (size_t)g * repack_group_bytes(RP_C2), ao = (size_t)g * sizeof(block_q8_K);
         for (int h = 0; h < 2; h++) {
             __m256i s[2][PK_T][3];
-            UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) UNROLL for (int i = 0; i < M; i++) s[q][t][i] = _mm256_setzero_si256();
+            UNROLL for (int q = 0; q < 2; q++) UNROLL for (int t = 0; t < T; t++) UNROLL for (int i = 0; i < M; i++)
+                s[q][t][i] = _mm256_setzero_si256();
             for (int c = 8 * h; c < 8 * h + 8; c++) {
                 __m256i x[2][2];
                 prefetch_ahead(w + wo + 64 * c);
@@ -296,22 +299,28 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
                 }
                 UNROLL for (int j = 0; j < 4; j++) {
                     __m256i av[PK_T];
-                    UNROLL for (int t = 0; t < T; t++) av[t] = _mm256_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
+                    UNROLL for (int t = 0; t < T; t++) av[t] =
+                        _mm256_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
                     UNROLL for (int q = 0; q < 2; q++) {
-                        const __m256i cj = M == 3 ? _mm256_and_si256(x[q][j / 2], _mm256_set1_epi8((char)(3 << 2 * (j % 2))))
-                                                  : _mm256_and_si256(j ? _mm256_srli_epi16(x[q][0], 2 * j) : x[q][0], _mm256_set1_epi8(3));
+                        const __m256i cj = M == 3
+                            ? _mm256_and_si256(x[q][j / 2], _mm256_set1_epi8((char)(3 << 2 * (j % 2))))
+                            : _mm256_and_si256(j ? _mm256_srli_epi16(x[q][0], 2 * j) : x[q][0], _mm256_set1_epi8(3));
                         const int i = M == 3 && j % 2 ? 1 + j / 2 : 0;
                         UNROLL for (int t = 0; t < T; t++) s[q][t][i] = PK_ACC(s[q][t][i], cj, av[t]);
                     }
                 }
             }
             UNROLL for (int q = 0; q < 2; q++) {
-                const __m256 dw = _mm256_cvtph_ps(load128(w + wo + repack_code_bytes(RP_C2) + 2 * (RP_ROWS * h + 8 * q)));
+                const __m256 dw =
+                    _mm256_cvtph_ps(load128(w + wo + repack_code_bytes(RP_C2) + 2 * (RP_ROWS * h + 8 * q)));
                 UNROLL for (int t = 0; t < T; t++) {
                     __m256i is = _mm256_add_epi32(PK_SUM32(s[q][t][0]), _mm256_set1_epi32(pk_neg_sum(a[t] + ao, h)));
                     if (M == 3) /* exact: 4 x the sums of steps 1 and 3 */
-                        is = _mm256_add_epi32(is, _mm256_srai_epi32(_mm256_add_epi32(PK_SUM32(s[q][t][1]), PK_SUM32(s[q][t][2])), 2));
-                    f[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(((const block_q8_K *)(a[t] + ao))->d)), f[q][t]);
+                        is = _mm256_add_epi32(
+                            is, _mm256_srai_epi32(_mm256_add_epi32(PK_SUM32(s[q][t][1]), PK_SUM32(s[q][t][2])), 2));
+                    f[q][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is),
+                                              _mm256_mul_ps(dw, _mm256_set1_ps(((const block_q8_K *)(a[t] + ao))->d)),
+                                              f[q][t]);
                 }
             }
         }
@@ -325,8 +334,12 @@ INLINE void pk_tile(int T, const mm_args *m, int64_t p0, int64_t t0) {
 }
 
 /* One function per tile shape: T must be a constant for the accumulators to stay in registers. */
-#define PK_SHAPE(T) static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
-PK_SHAPE(1) PK_SHAPE(2) PK_SHAPE(3) PK_SHAPE(4)
+#define PK_SHAPE(T) \
+    static void pk_##T(const mm_args *m, int64_t p0, int64_t t0) { pk_tile(T, m, p0, t0); }
+PK_SHAPE(1)
+PK_SHAPE(2)
+PK_SHAPE(3)
+PK_SHAPE(4)
 
 static void mm_packed(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride,
                       int64_t n_tok, float *out, size_t out_stride) {
@@ -390,17 +403,19 @@ INLINE void run_float(int f, const mm_args *m) {
         for (int64_t r0 = 0; r0 < m->n_rows; r0 += 4) {
             const uint8_t *w[4];
             float res[4];
-            for (int r = 0; r < 4; r++) w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
+            for (int r = 0; r < 4; r++)
+                w[r] = m->w + (size_t)(r0 + r < m->n_rows ? r0 + r : m->n_rows - 1) * m->w_stride;
             f_rows4(f, m->n, w, m->act + (size_t)t * m->act_stride, res);
-            for (int r = 0; r < 4 && r0 + r < m->n_rows; r++) m->out[(size_t)t * m->out_stride + (size_t)(r0 + r)] = res[r];
+            for (int r = 0; r < 4 && r0 + r < m->n_rows; r++)
+                m->out[(size_t)t * m->out_stride + (size_t)(r0 + r)] = res[r];
         }
 }
 
-#define MATMUL_F(name, f)                                                                                 \
-    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
-                     size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
-        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};              \
-        run_float(f, &m);                                                                                 \
+#define MATMUL_F(name, f)                                                                                           \
+    static void name(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act, size_t act_stride, \
+                     int64_t n_tok, float *out, size_t out_stride) {                                                \
+        const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};                        \
+        run_float(f, &m);                                                                                           \
     }
 
 MATMUL_F(mm_f32, F_F32)
@@ -470,7 +485,8 @@ static void q8_K_act(const float *x, void *y, int64_t n) {
         }
         int at = 0;
         for (int k = 0; k < QK_K; k += 8) {
-            const __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)), _mm256_set1_ps(amax), _CMP_EQ_OQ);
+            const __m256 eq =
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)), _mm256_set1_ps(amax), _CMP_EQ_OQ);
             const int mask = _mm256_movemask_ps(eq);
             if (mask) {
                 at = k + __builtin_ctz((unsigned)mask);
@@ -546,7 +562,8 @@ static inline __m256 exp_avx2(__m256 x) {
     /* k in [-126, 128]: 2^k as (k + 127) << 23, split in two factors so that k = 128 fits */
     const __m256i ki = _mm256_cvtps_epi32(k), half = _mm256_srai_epi32(ki, 1);
     const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, half), _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, half), _mm256_set1_epi32(127)), 23));
     return _mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(p, s1), s2), _mm256_set1_ps(INFINITY), big);
 }
 
@@ -555,7 +572,8 @@ static void swiglu(float *g, const float *u, int64_t n) {
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(g + i);
         const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
+        _mm256_storeu_ps(
+            g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
     }
     for (; i < n; i++) g[i] = silu(g[i]) * u[i];
 }
@@ -585,7 +603,8 @@ static void rmsnorm(float *out, const float *x, const float *w, int n, float eps
 static void axpy_fma(float *restrict y, float a, const float *restrict x, int n) {
     const __m256 va = _mm256_set1_ps(a);
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 
@@ -602,13 +621,13 @@ static float dot_fma(const float *restrict x, const float *restrict y, int n) {
 static void axpby_fma(float *restrict y, float a, float b, const float *restrict x, int n) {
     const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     int i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i), _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(y + i), _mm256_mul_ps(vb, _mm256_loadu_ps(x + i))));
     for (; i < n; i++) y[i] = a * y[i] + b * x[i];
 }
 
 /* 64 columns of y at a time in registers, each X row read once per block of them. */
-static void maxpy_fma(float *restrict y, int d, int n, const float *c, int cs,
-                                                          const float *X, int xs) {
+static void maxpy_fma(float *restrict y, int d, int n, const float *c, int cs, const float *X, int xs) {
     int j = 0;
     for (; j + 64 <= d; j += 64) {
         __m256 acc[8];
@@ -630,8 +649,7 @@ static float hsum_fma(__m256 v) {
 }
 
 /* Tiles of 4 A rows x 2 B rows: six loads feed eight FMAs. */
-static void dots_fma(float *out, int os, const float *A, int as, int na,
-                                                         const float *B, int bs, int nb, int n) {
+static void dots_fma(float *out, int os, const float *A, int as, int na, const float *B, int bs, int nb, int n) {
     int j = 0;
     for (; j + 2 <= nb && n % 8 == 0; j += 2) {
         int i = 0;
@@ -639,18 +657,20 @@ static void dots_fma(float *out, int os, const float *A, int as, int na,
             __m256 acc[4][2];
             UNROLL for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
             for (int k = 0; k < n; k += 8) {
-                const __m256 b0 = _mm256_loadu_ps(B + (size_t)j * bs + k), b1 = _mm256_loadu_ps(B + (size_t)(j + 1) * bs + k);
+                const __m256 b0 = _mm256_loadu_ps(B + (size_t)j * bs + k),
+                             b1 = _mm256_loadu_ps(B + (size_t)(j + 1) * bs + k);
                 UNROLL for (int r = 0; r < 4; r++) {
                     const __m256 a = _mm256_loadu_ps(A + (size_t)(i + r) * as + k);
                     acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
                     acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
                 }
             }
-            UNROLL for (int r = 0; r < 4; r++)
-                UNROLL for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i + r] = hsum_fma(acc[r][t]);
+            UNROLL for (int r = 0; r < 4; r++) UNROLL for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i + r] =
+                hsum_fma(acc[r][t]);
         }
         for (; i < na; i++)
-            for (int t = 0; t < 2; t++) out[(size_t)(j + t) * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)(j + t) * bs, n);
+            for (int t = 0; t < 2; t++)
+                out[(size_t)(j + t) * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)(j + t) * bs, n);
     }
     for (; j < nb; j++)
         for (int i = 0; i < na; i++) out[(size_t)j * os + i] = dot_fma(A + (size_t)i * as, B + (size_t)j * bs, n);

@@ -46,11 +46,11 @@ INLINE __m512i pattern(const uint8_t *p) { return load512(p); }
  * and multiplies of 512 bits all issue on port 0, which vpdpbusd needs too. */
 INLINE __m512i trits(__m512i x, __m512i p) {
     const __m512i hi = _mm512_set1_epi16((short)0xff00);
-    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8));                     /* u_even << 8 */
+    __m512i ev = _mm512_mullo_epi16(x, _mm512_slli_epi16(p, 8)); /* u_even << 8 */
     __m512i od = _mm512_mullo_epi16(_mm512_and_si512(x, hi), _mm512_srli_epi16(p, 8)); /* u_odd << 8 */
-    ev = _mm512_mulhi_epu16(ev, _mm512_set1_epi16(3));       /* digit, low byte */
+    ev = _mm512_mulhi_epu16(ev, _mm512_set1_epi16(3)); /* digit, low byte */
     od = _mm512_mulhi_epu16(od, _mm512_set1_epi16(3 << 8)); /* u_odd * 3: digit in the high byte */
-    return _mm512_ternarylogic_epi32(od, hi, ev, 0xea);      /* (od & hi) | ev */
+    return _mm512_ternarylogic_epi32(od, hi, ev, 0xea); /* (od & hi) | ev */
 }
 
 #define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
@@ -62,10 +62,8 @@ static const uint8_t ptq1_pow[2][64] = {
 /* Bytes 12..27 of a block per 128-bit lane -> lanes 1-2: qs[16..23] twice; lane 3: qs[16..23],
  * then qh[h] for element 120+2n+h. Lane 0 is replaced by qs[0..15]. */
 static const uint8_t ptq1_tail[64] = {
-    R16(0),
-    4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
-    4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
-    4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13,
+    R16(0), 4, 5, 6, 7, 8, 9,  10, 11, 4, 5, 6, 7, 8, 9,  10, 11, 4,  5,  6,  7,  8,  9,  10, 11,
+    4,      5, 6, 7, 8, 9, 10, 11, 4,  5, 6, 7, 8, 9, 10, 11, 12, 13, 12, 13, 12, 13, 12, 13,
 };
 
 /* Codes 64p..64p+63 of a PTQ1_0 block. */
@@ -88,31 +86,39 @@ static const uint8_t tq1_qh[16] = {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 1
 INLINE __m512i tq1_pair(const uint8_t *b, int p) {
     __m512i x;
     if (p < 2) x = bcast256(b);
-    else if (p == 2) x = _mm512_inserti64x4(_mm512_castsi256_si512(load256(b)), _mm256_broadcastsi128_si256(load128(b + 32)), 1);
-    else x = _mm512_mask_blend_epi64(0xc0, bcast128(b + 32), _mm512_broadcast_i32x4(_mm_shuffle_epi8(load128(b + 36), load128(tq1_qh))));
+    else if (p == 2)
+        x = _mm512_inserti64x4(_mm512_castsi256_si512(load256(b)), _mm256_broadcastsi128_si256(load128(b + 32)), 1);
+    else
+        x = _mm512_mask_blend_epi64(0xc0, bcast128(b + 32),
+                                    _mm512_broadcast_i32x4(_mm_shuffle_epi8(load128(b + 36), load128(tq1_qh))));
     return trits(x, pattern(tq1_pow[p]));
 }
 
 /* TQ2_0 pair p: planes 2(p%2) and 2(p%2)+1 of qs[32(p/2)..]. */
 INLINE __m512i tq2_pair(const uint8_t *b, int p) {
     const int l = 2 * (p % 2);
-    __m512i sh = _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi16((short)(2 * l)), _mm512_set1_epi16((short)(2 * l + 2)));
+    __m512i sh =
+        _mm512_mask_blend_epi64(0xf0, _mm512_set1_epi16((short)(2 * l)), _mm512_set1_epi16((short)(2 * l + 2)));
     return _mm512_and_si512(_mm512_srlv_epi16(bcast256(b + 32 * (p / 2)), sh), _mm512_set1_epi8(3));
 }
 
 /* Q1_0: the 64 bits of qs[8p..8p+7] are a byte mask -> codes 2 or 0, natural order. */
-INLINE __m512i q1_pair(const uint8_t *b, int p) { return _mm512_maskz_mov_epi8((__mmask64)rd_u64(b + 2 + 8 * p), _mm512_set1_epi8(2)); }
+INLINE __m512i q1_pair(const uint8_t *b, int p) {
+    return _mm512_maskz_mov_epi8((__mmask64)rd_u64(b + 2 + 8 * p), _mm512_set1_epi8(2));
+}
 
 /* 2-bit codes of 16 bytes in plane order per 32 elements: byte 32c+8l+m holds element 32c+4m+l. */
 INLINE __m512i crumb_pair(const uint8_t *qs) {
-    __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1), _mm512_castsi128_si512(load128(qs)));
+    __m512i v =
+        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 0, 0, 0, 1, 1, 1, 1), _mm512_castsi128_si512(load128(qs)));
     v = _mm512_srlv_epi64(v, _mm512_setr_epi64(0, 2, 4, 6, 0, 2, 4, 6));
     return _mm512_and_si512(v, _mm512_set1_epi8(3));
 }
 
 /* 64 activations reordered to crumb_pair's plane order. */
 INLINE __m512i crumb_act(__m512i a) {
-    const __m512i by_plane = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i by_plane =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     __m512i v = _mm512_shuffle_epi8(a, by_plane);
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), v);
 }
@@ -128,14 +134,16 @@ INLINE __m512i pq2_pair(const uint8_t *qs) {
  * 4^l * code * a in lane l; the lane scale 4^-l (exact) goes into the float scale of the block. The
  * shift it saves issues on port 0, as vpdpbusd does; largest lane sum 2 * 4 * 192 * 127, exact. */
 INLINE __m512i pq2_pair_planes(const uint8_t *qs) {
-    return _mm512_and_si512(bcast128(qs), _mm512_setr_epi64(0x0303030303030303, 0x0303030303030303, 0x0c0c0c0c0c0c0c0c,
-                                                             0x0c0c0c0c0c0c0c0c, 0x3030303030303030, 0x3030303030303030,
-                                                             (long long)0xc0c0c0c0c0c0c0c0ULL, (long long)0xc0c0c0c0c0c0c0c0ULL));
+    return _mm512_and_si512(bcast128(qs),
+                            _mm512_setr_epi64(0x0303030303030303, 0x0303030303030303, 0x0c0c0c0c0c0c0c0c,
+                                              0x0c0c0c0c0c0c0c0c, 0x3030303030303030, 0x3030303030303030,
+                                              (long long)0xc0c0c0c0c0c0c0c0ULL, (long long)0xc0c0c0c0c0c0c0c0ULL));
 }
 
 /* 64 activations in pq2_pair's order: a 4x4 transpose of dwords after grouping by plane. */
 INLINE __m512i pq2_act(__m512i a) {
-    const __m512i by_plane = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i by_plane =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     __m512i v = _mm512_shuffle_epi8(a, by_plane);
     return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), v);
 }
@@ -177,7 +185,8 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                 const uint8_t *y = a[t] + (i * nch + 2 * p) * sizeof(block_q8_0);
                 av[t] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(y + 2)), load256(y + 36), 1);
                 if (crumbs(k)) av[t] = crumb_act(av[t]);
-                neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, av[t]));
+                neg[t] =
+                    _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, av[t]));
                 da[t] = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(h2f(y)), _mm512_set1_ps(h2f(y + 34)));
             }
             UNROLL for (int r = 0; r < R; r++) {
@@ -189,7 +198,8 @@ INLINE void tile_q8_0(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             }
         }
     }
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] =
+        _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* ---- Q8_K-activation family: one scale per weight block, int32 lanes start at -bsums. */
@@ -211,8 +221,10 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             const block_q8_K *y = (const block_q8_K *)(a[t] + yoff);
             da[t] = y->d;
             __m512i off = ki.nb == QK_K ? _mm512_cvtepi16_epi32(load256(y->bsums))
-                          : planes  ? _mm512_zextsi128_si512(_mm_madd_epi16(load128(y->bsums + 8 * half), _mm_set1_epi16(1))) /* lane 0: scale 1 */
-                                    : _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half)), 0);
+                : planes
+                ? _mm512_zextsi128_si512(
+                      _mm_madd_epi16(load128(y->bsums + 8 * half), _mm_set1_epi16(1))) /* lane 0: scale 1 */
+                : _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_cvtepi16_epi32(load128(y->bsums + 8 * half)), 0);
             neg[t] = _mm512_sub_epi32(_mm512_setzero_si512(), off);
         }
         UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) s[r][t] = neg[t];
@@ -223,7 +235,8 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
                 if (k == K_PQ2) av[t] = pq2_act(av[t]);
             }
             UNROLL for (int r = 0; r < R; r++) {
-                __m512i c = planes ? pq2_pair_planes(w[r] + i * ki.bytes + 2 + 16 * p) : w_pair(k, w[r] + i * ki.bytes, p);
+                __m512i c =
+                    planes ? pq2_pair_planes(w[r] + i * ki.bytes + 2 + 16 * p) : w_pair(k, w[r] + i * ki.bytes, p);
                 UNROLL for (int t = 0; t < T; t++) s[r][t] = _mm512_dpbusd_epi32(s[r][t], c, av[t]);
             }
         }
@@ -236,7 +249,8 @@ INLINE void tile_q8_K(int k, int R, int T, int64_t n, const uint8_t *const *w, c
             }
         }
     }
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] =
+        _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* ---- Q8_0 x Q8_0: int8 weights made unsigned (w ^ 0x80 = w + 128) for vpdpbusd; lanes start at
@@ -248,7 +262,8 @@ INLINE __m512i q8_pair(const uint8_t *b, int both) {
 }
 
 INLINE __m512 q8_scales(const uint8_t *b, int both) {
-    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(h2f(b)), both ? _mm512_set1_ps(h2f(b + 34)) : _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(h2f(b)),
+                                both ? _mm512_set1_ps(h2f(b + 34)) : _mm512_setzero_ps());
 }
 
 INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint8_t *const *a, float *res) {
@@ -275,7 +290,8 @@ INLINE void tile_q8(int R, int T, int64_t n, const uint8_t *const *w, const uint
             }
         }
     }
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) res[r * T + t] =
+        _mm512_reduce_add_ps(acc[r][t]);
 }
 
 /* ---- Tiling (tile.h): which tile kernel a kind uses. */
@@ -303,7 +319,7 @@ enum { G_LANES = 16, G_MAXG = 2, G_KC = 2048 };
 
 typedef struct {
     int32_t (*code)[G_LANES]; /* group g, step s: code[g * steps + s] */
-    int32_t (*neg)[G_LANES];  /* group g, interval j: neg[g * ivals + j] */
+    int32_t (*neg)[G_LANES]; /* group g, interval j: neg[g * ivals + j] */
     float (*d)[G_LANES];
     int64_t steps, ivals;
 } act_pack;
@@ -334,7 +350,8 @@ INLINE void transpose8x16(const __m512i *x, int32_t *dst, int stride) {
     a[2] = _mm512_unpacklo_epi64(hi[0], hi[1]), a[3] = _mm512_unpackhi_epi64(hi[0], hi[1]);
     b[0] = _mm512_unpacklo_epi64(lo[2], lo[3]), b[1] = _mm512_unpackhi_epi64(lo[2], lo[3]);
     b[2] = _mm512_unpacklo_epi64(hi[2], hi[3]), b[3] = _mm512_unpackhi_epi64(hi[2], hi[3]);
-    const __m512i i01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), i23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    const __m512i i01 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                  i23 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
     UNROLL for (int q = 0; q < 4; q++) {
         __m512i s01 = _mm512_permutex2var_epi64(a[q], i01, b[q]), s23 = _mm512_permutex2var_epi64(a[q], i23, b[q]);
         _mm256_storeu_si256((__m256i *)(dst + stride * q), _mm512_castsi512_si256(s01));
@@ -355,7 +372,7 @@ INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, const 
             int64_t tk = t0 + G_LANES / U * g + l / U;
             a[l] = m->act + (size_t)(tk < m->n_tok ? tk : m->n_tok - 1) * m->act_stride;
         }
-        int32_t (*code)[G_LANES] = p->code + g * p->steps;
+        int32_t(*code)[G_LANES] = p->code + g * p->steps;
         for (int64_t e = 0; e < m->n; e += 64) {
             for (int h = 0; h < G_LANES; h += 8) {
                 __m512i x[8];
@@ -379,8 +396,9 @@ INLINE void pack_acts(int k, int U, const mm_args *m, int64_t t0, int ng, const 
             for (int st = 0; st < L / 4; st++) sum = _mm512_dpbusd_epi32(sum, off, load512(code[j * L / 4 + st]));
             _mm512_storeu_si512(p->neg[g * p->ivals + j], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
             for (int l = 0; l < G_LANES; l++)
-                p->d[g * p->ivals + j][l] = act_q8_K(k) ? ((const block_q8_K *)(a[l] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
-                                                        : h2f(a[l] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
+                p->d[g * p->ivals + j][l] = act_q8_K(k)
+                    ? ((const block_q8_K *)(a[l] + (size_t)(at / QK_K) * sizeof(block_q8_K)))->d
+                    : h2f(a[l] + (size_t)(at / QK8_0) * sizeof(block_q8_0));
         }
     }
 }
@@ -399,7 +417,8 @@ INLINE void store_interleaved(int U, const __m512i *x, uint8_t *dst) {
         _mm512_storeu_si512(dst + 64, p1);
         return;
     }
-    const __m512i qlo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), qhi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    const __m512i qlo = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11),
+                  qhi = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
     __m512i p2 = _mm512_permutex2var_epi32(x[2], lo, x[3]), p3 = _mm512_permutex2var_epi32(x[2], hi, x[3]);
     _mm512_storeu_si512(dst, _mm512_permutex2var_epi64(p0, qlo, p2));
     _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi64(p0, qhi, p2));
@@ -417,7 +436,8 @@ INLINE __m512i q8_codes(const uint8_t *w, int e, int kc) {
 
 /* Codes of weight rows r0.. (16U of them, the last row repeated), elements k0..k0+kc: row group
  * v (U rows) at codes + v*gstride(U), step s at 4U s; block scales dw[v][block][row in group]. */
-INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t *codes, float (*dw)[G_KC / 32][4]) {
+INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0, int kc, uint8_t *codes,
+                         float (*dw)[G_KC / 32][4]) {
     const kind_info ki = info(k);
     for (int v = 0; v < 16; v++) {
         const uint8_t *w[4];
@@ -435,8 +455,7 @@ INLINE void unpack_panel(int k, int U, const mm_args *m, int64_t r0, int64_t k0,
             }
             continue;
         }
-        for (int i = 0; i < kc / ki.nb; i++)
-            UNROLL for (int q = 0; q < ki.nb / 64; q++) {
+        for (int i = 0; i < kc / ki.nb; i++) UNROLL for (int q = 0; q < ki.nb / 64; q++) {
                 UNROLL for (int u = 0; u < U; u++) x[u] = w_pair(k, w[u] + (size_t)i * ki.bytes, q);
                 store_interleaved(U, x, dst + (size_t)(ki.nb * i + 64 * q) * U);
             }
@@ -452,11 +471,13 @@ INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
 
 /* Float sums of a panel (row group v, token group g), kept in memory: the integer sums need
  * the registers. */
-typedef struct { __m512 v[16][G_MAXG]; } ftile;
+typedef struct {
+    __m512 v[16][G_MAXG];
+} ftile;
 
 /* Row groups [rv0, rv0+RV) of the panel x token groups [0, G), elements k0..k0+kc, into f. */
-INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, const uint8_t *codes, const float (*dw)[G_KC / 32][4],
-                      const act_pack *p, ftile *f) {
+INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, const uint8_t *codes,
+                      const float (*dw)[G_KC / 32][4], const act_pack *p, ftile *f) {
     const int L = interval(k), nb = info(k).nb;
     for (int j = 0; j < kc / L; j++) {
         const int64_t jj = k0 / L + j; /* interval in the row */
@@ -466,7 +487,7 @@ INLINE void gemm_tile(int k, int U, int RV, int G, int rv0, int64_t k0, int kc, 
             UNROLL16 for (int v = 0; v < RV; v++) s[v][g] = neg;
         }
         const uint8_t *c0 = codes + (size_t)rv0 * gstride(U) + (size_t)j * L * U;
-        const int32_t (*a0)[G_LANES] = p->code + jj * L / 4;
+        const int32_t(*a0)[G_LANES] = p->code + jj * L / 4;
         for (int st = 0; st < L / 4; st++, c0 += 4 * U) {
             __m512i a[G_MAXG];
             UNROLL16 for (int g = 0; g < G; g++) a[g] = load512(a0[g * p->steps + st]);
@@ -512,9 +533,10 @@ INLINE void gemm_u(int k, int U, const mm_args *m, const act_pack *p) {
             for (int64_t k0 = 0; k0 < m->n; k0 += kcmax(U)) {
                 int kc = (int)(m->n - k0 < kcmax(U) ? m->n - k0 : kcmax(U));
                 unpack_panel(k, U, m, r0, k0, kc, codes, dw);
-                if (ng == 1) gemm_tile(k, U, 16, 1, 0, k0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, &f);
+                if (ng == 1) gemm_tile(k, U, 16, 1, 0, k0, kc, codes, (const float(*)[G_KC / 32][4]) dw, p, &f);
                 else
-                    for (int rv0 = 0; rv0 < 16; rv0 += 8) gemm_tile(k, U, 8, 2, rv0, k0, kc, codes, (const float (*)[G_KC / 32][4])dw, p, &f);
+                    for (int rv0 = 0; rv0 < 16; rv0 += 8)
+                        gemm_tile(k, U, 8, 2, rv0, k0, kc, codes, (const float(*)[G_KC / 32][4]) dw, p, &f);
             }
             store_out(m, U, ng, r0, t0, &f);
         }
@@ -525,12 +547,13 @@ INLINE void gemm_u(int k, int U, const mm_args *m, const act_pack *p) {
 INLINE int gemm(int k, const mm_args *m) {
     act_pack p = {0};
     p.steps = (m->n + 63) / 64 * 16, p.ivals = m->n / interval(k); /* packing goes by 64 */
-    size_t code = (size_t)G_MAXG * (size_t)p.steps * sizeof *p.code, side = (size_t)G_MAXG * (size_t)p.ivals * sizeof *p.neg;
+    size_t code = (size_t)G_MAXG * (size_t)p.steps * sizeof *p.code,
+           side = (size_t)G_MAXG * (size_t)p.ivals * sizeof *p.neg;
     uint8_t *buf = malloc(code + 2 * side);
     if (!buf) return -1;
-    p.code = (int32_t (*)[G_LANES])buf;
-    p.neg = (int32_t (*)[G_LANES])(buf + code);
-    p.d = (float (*)[G_LANES])(buf + code + side);
+    p.code = (int32_t(*)[G_LANES])buf;
+    p.neg = (int32_t(*)[G_LANES])(buf + code);
+    p.d = (float(*)[G_LANES])(buf + code + side);
     if (m->n_tok > 8) gemm_u(k, 1, m, &p);
     else if (m->n_tok > 4) gemm_u(k, 2, m, &p);
     else gemm_u(k, 4, m, &p);
@@ -618,11 +641,13 @@ INLINE void pk_tile(int L, int P, int T, const mm_args *m, const int32_t *neg, i
                 }
                 UNROLL for (int j = 0; j < 4; j++) {
                     __m512i av[PK_T];
-                    UNROLL for (int t = 0; t < T; t++) av[t] = _mm512_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
+                    UNROLL for (int t = 0; t < T; t++) av[t] =
+                        _mm512_set1_epi32((int)rd_u32(a[t] + ao + 4 + 16 * c + 4 * j));
                     UNROLL for (int p = 0; p < P; p++) {
-                        const __m512i cj = M == 2 ? _mm512_and_si512(x[p][j / 2], _mm512_set1_epi8((char)(3 << 2 * (j % 2))))
-                                           : L == RP_Q7 && j == 3 ? _mm512_and_si512(x[p][1], _mm512_set1_epi8(0x60))
-                                                                  : _mm512_and_si512(x[p][0], _mm512_set1_epi8((char)(3 << 2 * j)));
+                        const __m512i cj = M == 2
+                            ? _mm512_and_si512(x[p][j / 2], _mm512_set1_epi8((char)(3 << 2 * (j % 2))))
+                            : L == RP_Q7 && j == 3 ? _mm512_and_si512(x[p][1], _mm512_set1_epi8(0x60))
+                                                   : _mm512_and_si512(x[p][0], _mm512_set1_epi8((char)(3 << 2 * j)));
                         UNROLL for (int t = 0; t < T; t++) s[p][t][j % M] = dpbusd(s[p][t][j % M], cj, av[t]);
                     }
                 }
@@ -633,8 +658,9 @@ INLINE void pk_tile(int L, int P, int T, const mm_args *m, const int32_t *neg, i
                     /* exact: accumulator j holds 4^j x its sum (RP_Q7's code 3: 32 x) */
                     __m512i is = _mm512_add_epi32(s[p][t][0], _mm512_srai_epi32(s[p][t][1], 2));
                     if (M == 4)
-                        is = _mm512_add_epi32(is, _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4),
-                                                                   _mm512_srai_epi32(s[p][t][3], L == RP_Q7 ? 5 : 6)));
+                        is = _mm512_add_epi32(is,
+                                              _mm512_add_epi32(_mm512_srai_epi32(s[p][t][2], 4),
+                                                               _mm512_srai_epi32(s[p][t][3], L == RP_Q7 ? 5 : 6)));
                     const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(((const block_q8_K *)(a[t] + ao))->d));
                     f[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), d, f[p][t]);
                 }
@@ -658,27 +684,41 @@ INLINE void pk_tile(int L, int P, int T, const mm_args *m, const int32_t *neg, i
 /* One function per layout and tile shape: P and T must be constants for the accumulators to stay in
  * registers. */
 typedef void (*pk_fn)(const mm_args *, const int32_t *, int64_t, int64_t);
-#define PK_SHAPE(L, P, T) \
-    static void pk_##L##_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { pk_tile(L, P, T, m, neg, p0, t0); }
-#define PK_SHAPES(L)                                                                                            \
-    PK_SHAPE(L, 1, 1) PK_SHAPE(L, 4, 1) PK_SHAPE(L, 2, 2) PK_SHAPE(L, 2, 3) PK_SHAPE(L, 2, 4) PK_SHAPE(L, 1, 2)   \
-    PK_SHAPE(L, 1, 3) PK_SHAPE(L, 1, 4) PK_SHAPE(L, 1, 5) PK_SHAPE(L, 1, 6) PK_SHAPE(L, 1, 7) PK_SHAPE(L, 1, 8)   \
-    static const pk_fn pk_dec_##L[2] = {pk_##L##_1_1, pk_##L##_4_1};                                          \
-    static const pk_fn pk_two_##L[3] = {pk_##L##_2_2, pk_##L##_2_3, pk_##L##_2_4};                             \
-    static const pk_fn pk_batch_##L[PK_T - 1] = {pk_##L##_1_2, pk_##L##_1_3, pk_##L##_1_4, pk_##L##_1_5,         \
-                                                  pk_##L##_1_6, pk_##L##_1_7, pk_##L##_1_8};
+#define PK_SHAPE(L, P, T)                                                                          \
+    static void pk_##L##_##P##_##T(const mm_args *m, const int32_t *neg, int64_t p0, int64_t t0) { \
+        pk_tile(L, P, T, m, neg, p0, t0);                                                          \
+    }
+#define PK_SHAPES(L)                                                                                     \
+    PK_SHAPE(L, 1, 1)                                                                                    \
+    PK_SHAPE(L, 4, 1)                                                                                    \
+    PK_SHAPE(L, 2, 2)                                                                                    \
+    PK_SHAPE(L, 2, 3)                                                                                    \
+    PK_SHAPE(L, 2, 4)                                                                                    \
+    PK_SHAPE(L, 1, 2)                                                                                    \
+    PK_SHAPE(L, 1, 3)                                                                                    \
+    PK_SHAPE(L, 1, 4)                                                                                    \
+    PK_SHAPE(L, 1, 5)                                                                                    \
+    PK_SHAPE(L, 1, 6)                                                                                    \
+    PK_SHAPE(L, 1, 7)                                                                                    \
+    PK_SHAPE(L, 1, 8)                                                                                    \
+    static const pk_fn pk_dec_##L[2] = {pk_##L##_1_1, pk_##L##_4_1};                                     \
+    static const pk_fn pk_two_##L[3] = {pk_##L##_2_2, pk_##L##_2_3, pk_##L##_2_4};                       \
+    static const pk_fn pk_batch_##L[PK_T - 1] = {pk_##L##_1_2, pk_##L##_1_3, pk_##L##_1_4, pk_##L##_1_5, \
+                                                 pk_##L##_1_6, pk_##L##_1_7, pk_##L##_1_8};
 PK_SHAPES(RP_C2)
 PK_SHAPES(RP_Q7)
 
 INLINE void mm_packed(const pk_fn *dec, const pk_fn *two, const pk_fn *batch, int64_t n, const void *w, size_t w_stride,
-                      int64_t n_rows, const void *act, size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {
+                      int64_t n_rows, const void *act, size_t act_stride, int64_t n_tok, float *out,
+                      size_t out_stride) {
     const int64_t np = (n_rows + RP_ROWS - 1) / RP_ROWS, nh = n / (RP_K / 2);
     if (n_rows <= 0 || n_tok <= 0) return;
     /* The activation sums once per call rather than once per panel; without memory, in place. */
     int32_t *neg = malloc((size_t)n_tok * (size_t)nh * sizeof *neg);
     for (int64_t t = 0; neg && t < n_tok; t++)
         for (int64_t k = 0; k < nh; k++)
-            neg[t * nh + k] = pk_neg_sum((const uint8_t *)act + (size_t)t * act_stride + (size_t)(k / 2) * sizeof(block_q8_K), (int)(k % 2));
+            neg[t * nh + k] = pk_neg_sum(
+                (const uint8_t *)act + (size_t)t * act_stride + (size_t)(k / 2) * sizeof(block_q8_K), (int)(k % 2));
     const mm_args m = {n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride};
     if (n_tok == 1) {
         int64_t p0 = 0;
@@ -703,10 +743,11 @@ INLINE void mm_packed(const pk_fn *dec, const pk_fn *two, const pk_fn *batch, in
     free(neg);
 }
 
-#define MM_PACKED(L)                                                                                              \
-    static void mm_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,         \
-                              size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {                  \
-        mm_packed(pk_dec_##L, pk_two_##L, pk_batch_##L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, out_stride); \
+#define MM_PACKED(L)                                                                                         \
+    static void mm_packed_##L(int64_t n, const void *w, size_t w_stride, int64_t n_rows, const void *act,    \
+                              size_t act_stride, int64_t n_tok, float *out, size_t out_stride) {             \
+        mm_packed(pk_dec_##L, pk_two_##L, pk_batch_##L, n, w, w_stride, n_rows, act, act_stride, n_tok, out, \
+                  out_stride);                                                                               \
     }
 MM_PACKED(RP_C2)
 MM_PACKED(RP_Q7)

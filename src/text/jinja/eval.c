@@ -25,7 +25,8 @@ static int equal(J *j, val a, val b, int depth) {
     }
     if (a.k != b.k) return 0;
     switch (a.k) {
-    case V_UNDEF: case V_NONE: return 1;
+    case V_UNDEF:
+    case V_NONE: return 1;
     case V_STR: return str_same(a.u.s, b.u.s);
     case V_LIST:
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return 0;
@@ -70,9 +71,11 @@ static int contains(J *j, val item, val coll, int line) {
         for (size_t i = 0; i < coll.u.l->n; i++)
             if (equal(j, item, coll.u.l->v[i], 0)) return 1;
         return 0;
-    case V_DICT: case V_NS: return item.k == V_STR && jinja_dict_find(j, coll.u.d, item.u.s) != NULL;
+    case V_DICT:
+    case V_NS: return item.k == V_STR && jinja_dict_find(j, coll.u.d, item.u.s) != NULL;
     case V_UNDEF: return 0; /* Jinja's Undefined iterates as empty */
-    default: jinja_die(j, JINJA_UNSUPPORTED, line, "'in' needs a string, list or dict, not a %s", jinja_kind_name(coll.k));
+    default:
+        jinja_die(j, JINJA_UNSUPPORTED, line, "'in' needs a string, list or dict, not a %s", jinja_kind_name(coll.k));
     }
 }
 
@@ -115,10 +118,13 @@ static val arith(J *j, const char *op, val a, val b, int line) {
         return vstr(sb_str(&s));
     }
     if (*op == '+' && a.k == V_LIST && b.k == V_LIST) return concat_lists(j, a.u.l, b.u.l);
-    if (*op == '*' && (a.k == V_STR || a.k == V_LIST) && (b.k == V_INT || b.k == V_BOOL)) return repeat(j, a, num_i(b), line);
-    if (*op == '*' && (b.k == V_STR || b.k == V_LIST) && (a.k == V_INT || a.k == V_BOOL)) return repeat(j, b, num_i(a), line);
+    if (*op == '*' && (a.k == V_STR || a.k == V_LIST) && (b.k == V_INT || b.k == V_BOOL))
+        return repeat(j, a, num_i(b), line);
+    if (*op == '*' && (b.k == V_STR || b.k == V_LIST) && (a.k == V_INT || a.k == V_BOOL))
+        return repeat(j, b, num_i(a), line);
     if (!is_num(a) || !is_num(b))
-        jinja_die(j, JINJA_UNSUPPORTED, line, "unsupported operand types for %s: %s and %s", op, jinja_kind_name(a.k), jinja_kind_name(b.k));
+        jinja_die(j, JINJA_UNSUPPORTED, line, "unsupported operand types for %s: %s and %s", op, jinja_kind_name(a.k),
+                  jinja_kind_name(b.k));
     if (!strcmp(op, "/")) {
         if (num_f(b) == 0) jinja_die(j, JINJA_UNSUPPORTED, line, "division by zero");
         return (val){.k = V_FLOAT, .u.f = num_f(a) / num_f(b)};
@@ -130,7 +136,10 @@ static val arith(J *j, const char *op, val a, val b, int line) {
         case '+': r = x + y; break;
         case '-': r = x - y; break;
         case '*': r = x * y; break;
-        case '%': r = fmod(x, y); if (r != 0 && (r < 0) != (y < 0)) r += y; break;
+        case '%':
+            r = fmod(x, y);
+            if (r != 0 && (r < 0) != (y < 0)) r += y;
+            break;
         default: r = floor(x / y);
         }
         return (val){.k = V_FLOAT, .u.f = r};
@@ -162,7 +171,9 @@ void jinja_eval_args(J *j, node *args, scope *sc, argv_t *a, int line) {
 }
 
 static val get_attr(J *j, val obj, str name, int line) {
-    if (obj.k == V_UNDEF) jinja_die(j, JINJA_UNSUPPORTED, line, "attribute '%.*s' of an undefined value", (int)(name.n > 40 ? 40 : name.n), name.p);
+    if (obj.k == V_UNDEF)
+        jinja_die(j, JINJA_UNSUPPORTED, line, "attribute '%.*s' of an undefined value",
+                  (int)(name.n > 40 ? 40 : name.n), name.p);
     if (obj.k == V_DICT || obj.k == V_NS) {
         val *v = jinja_dict_find(j, obj.u.d, name);
         return v ? *v : vundef();
@@ -220,7 +231,8 @@ static val get_slice(J *j, node *n, scope *sc) {
         if (s.k != V_NONE) step = jinja_want_int(j, s, "a slice step", n->line);
     }
     if (step == 0) jinja_die(j, JINJA_UNSUPPORTED, n->line, "slice step cannot be zero");
-    if (obj.k != V_LIST && obj.k != V_STR) jinja_die(j, JINJA_UNSUPPORTED, n->line, "cannot slice a %s", jinja_kind_name(obj.k));
+    if (obj.k != V_LIST && obj.k != V_STR)
+        jinja_die(j, JINJA_UNSUPPORTED, n->line, "cannot slice a %s", jinja_kind_name(obj.k));
     vlist *items = jinja_iterate(j, obj, n->line);
     long long len = (long long)items->n;
     long long lo = slice_bound(j, n->b, sc, step > 0 ? 0 : len - 1, len, step);
@@ -247,7 +259,8 @@ static val call_macro(J *j, node *m, const argv_t *a, int line) {
         if (!found && p->a) v = jinja_eval(j, p->a, sc);
         jinja_dict_set(j, &sc->vars, p->s, v);
     }
-    if (a->n > i) jinja_die(j, JINJA_UNSUPPORTED, line, "macro '%.*s' takes %d arguments, not %d", (int)m->s.n, m->s.p, i, a->n);
+    if (a->n > i)
+        jinja_die(j, JINJA_UNSUPPORTED, line, "macro '%.*s' takes %d arguments, not %d", (int)m->s.n, m->s.p, i, a->n);
     size_t mark = j->out_n;
     j->calls++;
     jinja_exec(j, m->body, sc);
@@ -290,17 +303,20 @@ static val eval_call(J *j, node *n, scope *sc) {
         val out;
         if (jinja_call_method(j, obj, n->a->s, &a, n->line, &out)) return out;
         if (obj.k == V_STR || obj.k == V_DICT || obj.k == V_LIST)
-            jinja_die(j, JINJA_UNSUPPORTED, n->line, "unsupported method %s.%.*s()", jinja_kind_name(obj.k), (int)(n->a->s.n > 40 ? 40 : n->a->s.n), n->a->s.p);
+            jinja_die(j, JINJA_UNSUPPORTED, n->line, "unsupported method %s.%.*s()", jinja_kind_name(obj.k),
+                      (int)(n->a->s.n > 40 ? 40 : n->a->s.n), n->a->s.p);
         val f = get_attr(j, obj, n->a->s, n->line);
         if (f.k == V_MACRO) return call_macro(j, f.u.m, &a, n->line);
-        jinja_die(j, JINJA_UNSUPPORTED, n->line, "'%.*s' is not callable", (int)(n->a->s.n > 40 ? 40 : n->a->s.n), n->a->s.p);
+        jinja_die(j, JINJA_UNSUPPORTED, n->line, "'%.*s' is not callable", (int)(n->a->s.n > 40 ? 40 : n->a->s.n),
+                  n->a->s.p);
     }
     val f = jinja_eval(j, n->a, sc);
     jinja_eval_args(j, n->args, sc, &a, n->line);
     if (f.k == V_MACRO) return call_macro(j, f.u.m, &a, n->line);
     if (f.k == V_FUNC) return call_builtin(j, f.u.fn, &a, n->line);
     if (n->a->k == E_NAME)
-        jinja_die(j, JINJA_UNSUPPORTED, n->line, "'%.*s' is not a known function", (int)(n->a->s.n > 40 ? 40 : n->a->s.n), n->a->s.p);
+        jinja_die(j, JINJA_UNSUPPORTED, n->line, "'%.*s' is not a known function",
+                  (int)(n->a->s.n > 40 ? 40 : n->a->s.n), n->a->s.p);
     jinja_die(j, JINJA_UNSUPPORTED, n->line, "a %s is not callable", jinja_kind_name(f.k));
 }
 
@@ -401,7 +417,8 @@ static void bind_targets(J *j, node *n, scope *sc, val item) {
         return;
     }
     if (item.k != V_LIST || item.u.l->n != (size_t)n->ntargets)
-        jinja_die(j, JINJA_UNSUPPORTED, n->line, "cannot unpack a %s into %d loop variables", jinja_kind_name(item.k), n->ntargets);
+        jinja_die(j, JINJA_UNSUPPORTED, n->line, "cannot unpack a %s into %d loop variables", jinja_kind_name(item.k),
+                  n->ntargets);
     for (int k = 0; k < n->ntargets; k++) jinja_dict_set(j, &sc->vars, n->targets[k], item.u.l->v[k]);
 }
 
@@ -432,7 +449,9 @@ static void exec_for(J *j, node *n, scope *sc) {
 
 static void exec_setattr(J *j, node *n, scope *sc) {
     val ns = jinja_lookup(j, sc, n->s);
-    if (ns.k != V_NS) jinja_die(j, JINJA_UNSUPPORTED, n->line, "can only set attributes of a namespace(), not of a %s", jinja_kind_name(ns.k));
+    if (ns.k != V_NS)
+        jinja_die(j, JINJA_UNSUPPORTED, n->line, "can only set attributes of a namespace(), not of a %s",
+                  jinja_kind_name(ns.k));
     jinja_dict_set(j, ns.u.d, n->kw, jinja_eval(j, n->a, sc));
 }
 
@@ -460,7 +479,8 @@ int jinja_exec(J *j, node *n, scope *sc) {
             if (flow != FLOW_NORMAL) return flow;
             break;
         }
-        case N_BREAK: case N_CONTINUE:
+        case N_BREAK:
+        case N_CONTINUE:
             if (sc == j->root || !jinja_dict_find(j, &sc->vars, (str){"loop", 4}))
                 jinja_die(j, JINJA_UNSUPPORTED, n->line, "break/continue outside a loop");
             return n->k == N_BREAK ? FLOW_BREAK : FLOW_CONTINUE;

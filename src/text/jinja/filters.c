@@ -7,7 +7,8 @@
 
 void jinja_want_args(J *j, const argv_t *a, int lo, int hi, const char *what, int line) {
     if (a->nkw) jinja_die(j, JINJA_UNSUPPORTED, line, "%s takes no keyword arguments", what);
-    if (a->n < lo || a->n > hi) jinja_die(j, JINJA_UNSUPPORTED, line, "%s takes %d to %d arguments, not %d", what, lo, hi, a->n);
+    if (a->n < lo || a->n > hi)
+        jinja_die(j, JINJA_UNSUPPORTED, line, "%s takes %d to %d arguments, not %d", what, lo, hi, a->n);
 }
 
 static str want_str(J *j, val v, const char *what, int line) {
@@ -16,7 +17,8 @@ static str want_str(J *j, val v, const char *what, int line) {
 }
 
 long long jinja_want_int(J *j, val v, const char *what, int line) {
-    if (v.k != V_INT && v.k != V_BOOL) jinja_die(j, JINJA_UNSUPPORTED, line, "%s needs an integer, not a %s", what, jinja_kind_name(v.k));
+    if (v.k != V_INT && v.k != V_BOOL)
+        jinja_die(j, JINJA_UNSUPPORTED, line, "%s needs an integer, not a %s", what, jinja_kind_name(v.k));
     return num_i(v);
 }
 
@@ -47,7 +49,10 @@ int jinja_call_method(J *j, val obj, str name, const argv_t *a, int line, val *o
         } else if (str_eq(name, "strip") || str_eq(name, "lstrip") || str_eq(name, "rstrip")) {
             jinja_want_args(j, a, 0, 1, "strip", line);
             str chars = a->n && a->v[0].k != V_NONE ? want_str(j, a->v[0], "strip", line) : (str){0};
-            *out = vstr(jinja_py_strip(j, s, a->n && a->v[0].k != V_NONE ? &chars : NULL, name.p[0] == 'l' ? 1 : name.p[0] == 'r' ? 2 : 3));
+            *out = vstr(jinja_py_strip(j, s, a->n && a->v[0].k != V_NONE ? &chars : NULL,
+                                       name.p[0] == 'l'       ? 1
+                                           : name.p[0] == 'r' ? 2
+                                                              : 3));
         } else if (str_eq(name, "split")) {
             jinja_want_args(j, a, 0, 2, "split", line);
             str sep = a->n && a->v[0].k != V_NONE ? want_str(j, a->v[0], "split", line) : (str){0};
@@ -58,7 +63,8 @@ int jinja_call_method(J *j, val obj, str name, const argv_t *a, int line, val *o
             *out = vstr(jinja_ascii_case(j, s, name.p[0] == 'u'));
         } else if (str_eq(name, "replace")) {
             jinja_want_args(j, a, 2, 2, "replace", line);
-            *out = vstr(jinja_py_replace(j, s, want_str(j, a->v[0], "replace", line), want_str(j, a->v[1], "replace", line), line));
+            *out = vstr(jinja_py_replace(j, s, want_str(j, a->v[0], "replace", line),
+                                         want_str(j, a->v[1], "replace", line), line));
         } else {
             return 0;
         }
@@ -84,7 +90,8 @@ static long long length_of(J *j, val v, int line) {
     switch (v.k) {
     case V_STR: return (long long)jinja_cp_count(j, v.u.s);
     case V_LIST: return (long long)v.u.l->n;
-    case V_DICT: case V_NS: return (long long)v.u.d->n;
+    case V_DICT:
+    case V_NS: return (long long)v.u.d->n;
     case V_UNDEF: return 0;
     default: jinja_die(j, JINJA_UNSUPPORTED, line, "a %s has no length", jinja_kind_name(v.k));
     }
@@ -125,7 +132,9 @@ static str tojson(J *j, val v, const argv_t *a, int line) {
         val x = a->kwv[k];
         if (str_eq(key, "indent") && x.k != V_NONE) st.indent = jinja_want_int(j, x, "tojson indent", line);
         else if (str_eq(key, "ensure_ascii")) st.ascii = jinja_truthy(x);
-        else if (!str_eq(key, "indent")) jinja_die(j, JINJA_UNSUPPORTED, line, "tojson argument '%.*s' is not supported", (int)(key.n > 40 ? 40 : key.n), key.p);
+        else if (!str_eq(key, "indent"))
+            jinja_die(j, JINJA_UNSUPPORTED, line, "tojson argument '%.*s' is not supported",
+                      (int)(key.n > 40 ? 40 : key.n), key.p);
     }
     if (st.indent > 64) jinja_die(j, JINJA_LIMIT, line, "tojson indent above 64");
     if (st.indent < 0) st.indent = -1;
@@ -144,16 +153,19 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
         val dflt = a.n ? a.v[0] : vstr((str){"", 0});
         return v.k == V_UNDEF || (a.n > 1 && jinja_truthy(a.v[1]) && !jinja_truthy(v)) ? dflt : v;
     }
-    static const char *const known[] = {"length", "count", "string", "safe", "trim", "tojson", "lower", "upper", "first",
-                                        "last", "join", "items", "list", "reverse", "replace", "int", NULL};
+    static const char *const known[] = {"length", "count",   "string",  "safe", "trim", "tojson",
+                                        "lower",  "upper",   "first",   "last", "join", "items",
+                                        "list",   "reverse", "replace", "int",  NULL};
     int found = 0;
     for (int k = 0; known[k]; k++) found |= str_eq(f, known[k]);
     if (!found) jinja_die(j, JINJA_UNSUPPORTED, line, "unknown filter '%.*s'", (int)(f.n > 40 ? 40 : f.n), f.p);
     static const char *const undef_ok[] = {"string", "length", "count", "trim", "list", "join", NULL};
     int ok = 0;
     for (int k = 0; undef_ok[k]; k++) ok |= str_eq(f, undef_ok[k]);
-    if (v.k == V_UNDEF && !ok) jinja_die(j, JINJA_UNSUPPORTED, line, "filter '%.*s' applied to an undefined value", (int)f.n, f.p);
-    if (str_eq(f, "length") || str_eq(f, "count")) return jinja_want_args(j, &a, 0, 0, "length", line), vint(length_of(j, v, line));
+    if (v.k == V_UNDEF && !ok)
+        jinja_die(j, JINJA_UNSUPPORTED, line, "filter '%.*s' applied to an undefined value", (int)f.n, f.p);
+    if (str_eq(f, "length") || str_eq(f, "count"))
+        return jinja_want_args(j, &a, 0, 0, "length", line), vint(length_of(j, v, line));
     if (str_eq(f, "string")) return jinja_want_args(j, &a, 0, 0, "string", line), vstr(jinja_stringify(j, v));
     if (str_eq(f, "safe")) return jinja_want_args(j, &a, 0, 0, "safe", line), v;
     if (str_eq(f, "trim")) {
@@ -162,7 +174,9 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
         return vstr(jinja_py_strip(j, jinja_stringify(j, v), a.n ? &chars : NULL, 3));
     }
     if (str_eq(f, "tojson")) return vstr(tojson(j, v, &a, line));
-    if (str_eq(f, "lower") || str_eq(f, "upper")) return jinja_want_args(j, &a, 0, 0, "lower/upper", line), vstr(jinja_ascii_case(j, jinja_stringify(j, v), f.p[0] == 'u'));
+    if (str_eq(f, "lower") || str_eq(f, "upper"))
+        return jinja_want_args(j, &a, 0, 0, "lower/upper", line),
+               vstr(jinja_ascii_case(j, jinja_stringify(j, v), f.p[0] == 'u'));
     if (str_eq(f, "first") || str_eq(f, "last")) {
         jinja_want_args(j, &a, 0, 0, "first/last", line);
         vlist *l = jinja_iterate(j, v, line);
@@ -194,7 +208,8 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
     if (str_eq(f, "reverse")) return jinja_want_args(j, &a, 0, 0, "reverse", line), reversed(j, v, line);
     if (str_eq(f, "replace")) {
         jinja_want_args(j, &a, 2, 2, "replace", line);
-        return vstr(jinja_py_replace(j, jinja_stringify(j, v), want_str(j, a.v[0], "replace", line), want_str(j, a.v[1], "replace", line), line));
+        return vstr(jinja_py_replace(j, jinja_stringify(j, v), want_str(j, a.v[0], "replace", line),
+                                     want_str(j, a.v[1], "replace", line), line));
     }
     if (str_eq(f, "int")) {
         jinja_want_args(j, &a, 0, 0, "int", line);
@@ -208,8 +223,8 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
 int jinja_apply_test(J *j, node *n, val v) {
     str t = n->s;
     if (n->args) jinja_die(j, JINJA_UNSUPPORTED, n->line, "tests with arguments are not supported");
-    static const char *names[] = {"defined", "undefined", "none", "string", "number", "integer", "float",
-                                  "boolean", "true", "false", "mapping", "iterable", "sequence"};
+    static const char *names[] = {"defined", "undefined", "none",  "string",  "number",   "integer", "float",
+                                  "boolean", "true",      "false", "mapping", "iterable", "sequence"};
     int r = -1;
     for (int k = 0; k < (int)(sizeof names / sizeof *names) && r < 0; k++) {
         if (!str_eq(t, names[k])) continue;

@@ -43,7 +43,8 @@ static void release(J *j) {
     free(j->toks);
 }
 
-char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_len, jinja_status *status, trit_err *err) {
+char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_len, jinja_status *status,
+                   trit_err *err) {
     J *j = calloc(1, sizeof *j);
     if (!j) {
         fail(err, "out of memory");
@@ -65,10 +66,12 @@ char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_l
     node *prog = jinja_parse(j);
     j->root = jinja_scope_new(j, NULL);
     static const char *fns[] = {"namespace", "raise_exception", "range"};
-    for (int k = 0; k < 3; k++) jinja_dict_set(j, &j->root->vars, (str){fns[k], strlen(fns[k])}, (val){.k = V_FUNC, .u.fn = k});
+    for (int k = 0; k < 3; k++)
+        jinja_dict_set(j, &j->root->vars, (str){fns[k], strlen(fns[k])}, (val){.k = V_FUNC, .u.fn = k});
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)ctx, key, v) jinja_dict_set(j, &j->root->vars, jinja_mkstr(j, key, strlen(key)), jinja_from_json(j, v, 0));
+    json_object_foreach((json_t *)ctx, key, v)
+        jinja_dict_set(j, &j->root->vars, jinja_mkstr(j, key, strlen(key)), jinja_from_json(j, v, 0));
     jinja_exec(j, prog, j->root);
     jinja_emit(j, "", 0, 0);
     j->out[j->out_n] = 0;

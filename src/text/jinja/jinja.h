@@ -22,14 +22,14 @@
 typedef enum {
     JINJA_OK = 0,
     JINJA_UNSUPPORTED, /* syntax or feature outside the subset, or a type error */
-    JINJA_LIMIT,       /* a safety bound was hit */
-    JINJA_RAISED,      /* the template called raise_exception() */
+    JINJA_LIMIT, /* a safety bound was hit */
+    JINJA_RAISED, /* the template called raise_exception() */
 } jinja_status;
 
 /* Renders src (len bytes) with the variables of the JSON object ctx. Returns a malloc'd
  * NUL-terminated string (its length in *out_len when not NULL), or NULL with *status and err
  * set. */
-char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_len,
-                   jinja_status *status, trit_err *err);
+char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_len, jinja_status *status,
+                   trit_err *err);
 
 #endif

@@ -13,13 +13,13 @@
 
 #include "text/jinja/jinja.h"
 
-#define MAX_SRC (1u << 20)      /* template bytes */
-#define MAX_DEPTH 100           /* nesting of expressions and blocks while parsing */
-#define MAX_CALLS 40            /* nested macro calls */
-#define MAX_STEPS 20000000LL    /* units of work (node evaluations, bytes scanned / 64) */
-#define MAX_ARENA (96u << 20)   /* bytes of values and syntax tree */
-#define MAX_OUT (8u << 20)      /* rendered bytes */
-#define MAX_RANGE 100000        /* elements one range() may create */
+#define MAX_SRC (1u << 20) /* template bytes */
+#define MAX_DEPTH 100 /* nesting of expressions and blocks while parsing */
+#define MAX_CALLS 40 /* nested macro calls */
+#define MAX_STEPS 20000000LL /* units of work (node evaluations, bytes scanned / 64) */
+#define MAX_ARENA (96u << 20) /* bytes of values and syntax tree */
+#define MAX_OUT (8u << 20) /* rendered bytes */
+#define MAX_RANGE 100000 /* elements one range() may create */
 
 /* ---- values ---- */
 enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP, V_MACRO, V_FUNC };
@@ -83,23 +83,48 @@ typedef struct {
 
 enum {
     /* statements */
-    N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_SETATTR, N_BREAK, N_CONTINUE, N_MACRO, N_BLOCK,
+    N_TEXT,
+    N_OUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SETATTR,
+    N_BREAK,
+    N_CONTINUE,
+    N_MACRO,
+    N_BLOCK,
     /* expressions */
-    E_LIT, E_NAME, E_ATTR, E_INDEX, E_SLICE, E_CALL, E_FILTER, E_TEST, E_NEG, E_NOT, E_BIN,
-    E_CMP, E_AND, E_OR, E_COND, E_LIST, E_DICT, E_PARAM,
+    E_LIT,
+    E_NAME,
+    E_ATTR,
+    E_INDEX,
+    E_SLICE,
+    E_CALL,
+    E_FILTER,
+    E_TEST,
+    E_NEG,
+    E_NOT,
+    E_BIN,
+    E_CMP,
+    E_AND,
+    E_OR,
+    E_COND,
+    E_LIST,
+    E_DICT,
+    E_PARAM,
 };
 
 #define MAX_TARGETS 4
 
 struct node {
-    int k, line, neg;  /* neg: `is not` */
-    str s;             /* name, operator, text, filter/test/attribute name */
-    str kw;            /* keyword name when this node is a call argument */
-    val v;             /* literal */
-    node *a, *b, *c;   /* operands */
-    node *args;        /* call / filter / test arguments, list items, dict pairs, macro params */
-    node *body, *alt;  /* statement bodies: then/else, loop/else, macro body */
-    node *next;        /* next statement or argument */
+    int k, line, neg; /* neg: `is not` */
+    str s; /* name, operator, text, filter/test/attribute name */
+    str kw; /* keyword name when this node is a call argument */
+    val v; /* literal */
+    node *a, *b, *c; /* operands */
+    node *args; /* call / filter / test arguments, list items, dict pairs, macro params */
+    node *body, *alt; /* statement bodies: then/else, loop/else, macro body */
+    node *next; /* next statement or argument */
     str targets[MAX_TARGETS];
     int ntargets;
 };
@@ -138,7 +163,7 @@ typedef struct {
 /* json.dumps(ensure_ascii=False) with Python's default separators, as Hugging Face's tojson. */
 typedef struct {
     long long indent; /* < 0: one line with ", " and ": " */
-    int ascii;        /* ensure_ascii: non-ASCII as \\uXXXX escapes */
+    int ascii; /* ensure_ascii: non-ASCII as \\uXXXX escapes */
 } json_style;
 
 /* Arguments evaluated into positional values and keyword pairs. */

@@ -37,8 +37,11 @@ static void put_utf8(J *j, sbuf *b, uint32_t c) {
     size_t n;
     if (c < 0x80) u[0] = (char)c, n = 1;
     else if (c < 0x800) u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 63)), n = 2;
-    else if (c < 0x10000) u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | (c >> 6 & 63)), u[2] = (char)(0x80 | (c & 63)), n = 3;
-    else u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | (c >> 12 & 63)), u[2] = (char)(0x80 | (c >> 6 & 63)), u[3] = (char)(0x80 | (c & 63)), n = 4;
+    else if (c < 0x10000)
+        u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | (c >> 6 & 63)), u[2] = (char)(0x80 | (c & 63)), n = 3;
+    else
+        u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | (c >> 12 & 63)), u[2] = (char)(0x80 | (c >> 6 & 63)),
+        u[3] = (char)(0x80 | (c & 63)), n = 4;
     jinja_sb_put(j, b, u, n);
 }
 
@@ -71,7 +74,8 @@ static const char *lex_string(J *j, const char *s, int line, tok *t) {
                 if (h < 0) jinja_die(j, JINJA_UNSUPPORTED, line, "bad \\%c escape in a string", c);
                 cp = cp << 4 | (uint32_t)h;
             }
-            if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) jinja_die(j, JINJA_UNSUPPORTED, line, "escape outside Unicode");
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000))
+                jinja_die(j, JINJA_UNSUPPORTED, line, "escape outside Unicode");
             put_utf8(j, &b, cp);
             continue;
         }
@@ -90,7 +94,9 @@ static const char *lex_string(J *j, const char *s, int line, tok *t) {
         case 'b': e = '\b'; break;
         case 'f': e = '\f'; break;
         case 'v': e = '\v'; break;
-        case '\\': case '\'': case '"': e = c; break;
+        case '\\':
+        case '\'':
+        case '"': e = c; break;
         case '\n': continue; /* a backslash-newline joins lines */
         default: jinja_sb_put(j, &b, s - 2, 2); continue; /* Python keeps unknown escapes as written */
         }
@@ -155,7 +161,9 @@ static const char *lex_tag(J *j, const char *s, char kind, int *line, int *strip
             s = lex_number(j, s, *line, &t);
         } else if (*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')) {
             const char *e = s;
-            while (e < j->end && (*e == '_' || (*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9'))) e++;
+            while (e < j->end &&
+                   (*e == '_' || (*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9')))
+                e++;
             t.k = T_NAME, t.s = (str){s, (size_t)(e - s)}, s = e;
         } else {
             t.k = T_OP, t.s = (str){s, 1};

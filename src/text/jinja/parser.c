@@ -9,8 +9,14 @@
 static tok *peek(J *j) { return &j->toks[j->pos]; }
 static tok *next(J *j) { return j->pos + 1 < j->ntok ? &j->toks[j->pos++] : &j->toks[j->pos]; }
 
-static int is_op(J *j, const char *op) { tok *t = peek(j); return t->k == T_OP && str_eq(t->s, op); }
-static int is_name(J *j, const char *nm) { tok *t = peek(j); return t->k == T_NAME && str_eq(t->s, nm); }
+static int is_op(J *j, const char *op) {
+    tok *t = peek(j);
+    return t->k == T_OP && str_eq(t->s, op);
+}
+static int is_name(J *j, const char *nm) {
+    tok *t = peek(j);
+    return t->k == T_NAME && str_eq(t->s, nm);
+}
 
 static int accept_op(J *j, const char *op) {
     if (!is_op(j, op)) return 0;
@@ -25,12 +31,14 @@ static int accept_name(J *j, const char *nm) {
 }
 
 static const char *tok_desc(tok *t) {
-    static const char *names[] = {"text", "'{{'", "'}}'", "'{%'", "'%}'", "a name", "a string", "a number", "a number", "an operator", "the end"};
+    static const char *names[] = {"text",     "'{{'",     "'}}'",     "'{%'",        "'%}'",   "a name",
+                                  "a string", "a number", "a number", "an operator", "the end"};
     return names[t->k];
 }
 
 static void expect_op(J *j, const char *op) {
-    if (!accept_op(j, op)) jinja_die(j, JINJA_UNSUPPORTED, peek(j)->line, "expected '%s', found %s", op, tok_desc(peek(j)));
+    if (!accept_op(j, op))
+        jinja_die(j, JINJA_UNSUPPORTED, peek(j)->line, "expected '%s', found %s", op, tok_desc(peek(j)));
 }
 
 static str expect_name(J *j) {
@@ -269,7 +277,8 @@ static node *parse_compare(J *j) {
         int line = peek(j)->line;
         if (op) next(j);
         else if (accept_name(j, "in")) op = "in";
-        else if (is_name(j, "not") && j->toks[j->pos + 1].k == T_NAME && str_eq(j->toks[j->pos + 1].s, "in")) next(j), next(j), op = "not in";
+        else if (is_name(j, "not") && j->toks[j->pos + 1].k == T_NAME && str_eq(j->toks[j->pos + 1].s, "in"))
+            next(j), next(j), op = "not in";
         else return n ? n : first;
         if (!n) {
             n = mknode(j, E_CMP, line);
@@ -389,7 +398,8 @@ static node *parse_set(J *j, int line) {
         n->kw = expect_name(j);
     }
     if (is_op(j, ",")) jinja_die(j, JINJA_UNSUPPORTED, line, "tuple assignment is not supported");
-    if (!is_op(j, "=")) jinja_die(j, JINJA_UNSUPPORTED, line, "block assignment ({%% set x %%}...{%% endset %%}) is not supported");
+    if (!is_op(j, "="))
+        jinja_die(j, JINJA_UNSUPPORTED, line, "block assignment ({%% set x %%}...{%% endset %%}) is not supported");
     next(j);
     n->a = parse_expr(j);
     expect_close(j);
@@ -463,7 +473,8 @@ static node *parse_body(J *j, const char *const *ends, str *which) {
         } else if (t->k == T_VAR_OPEN) {
             n = mknode(j, N_OUT, t->line);
             n->a = parse_expr(j);
-            if (peek(j)->k != T_VAR_CLOSE) jinja_die(j, JINJA_UNSUPPORTED, peek(j)->line, "expected '}}', found %s", tok_desc(peek(j)));
+            if (peek(j)->k != T_VAR_CLOSE)
+                jinja_die(j, JINJA_UNSUPPORTED, peek(j)->line, "expected '}}', found %s", tok_desc(peek(j)));
             next(j);
         } else if (t->k == T_BLK_OPEN) {
             tok *kw = peek(j);

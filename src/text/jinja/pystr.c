@@ -10,8 +10,14 @@
 #include <string.h>
 
 static void fmt_float(double f, char *out, size_t size) {
-    if (isnan(f)) { snprintf(out, size, "nan"); return; }
-    if (isinf(f)) { snprintf(out, size, f < 0 ? "-inf" : "inf"); return; }
+    if (isnan(f)) {
+        snprintf(out, size, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        snprintf(out, size, f < 0 ? "-inf" : "inf");
+        return;
+    }
     char e[40];
     for (int p = 1; p <= 17; p++) {
         snprintf(e, sizeof e, "%.*e", p - 1, f);
@@ -61,11 +67,19 @@ void jinja_to_str(J *j, val v, sbuf *b, int repr, int depth) {
     if (depth > MAX_DEPTH) jinja_die(j, JINJA_LIMIT, 0, "value nested too deeply to print");
     jinja_charge(j, 1, 0);
     switch (v.k) {
-    case V_UNDEF: if (repr) sb_puts(j, b, "Undefined"); return;
+    case V_UNDEF:
+        if (repr) sb_puts(j, b, "Undefined");
+        return;
     case V_NONE: sb_puts(j, b, "None"); return;
     case V_BOOL: sb_puts(j, b, v.u.b ? "True" : "False"); return;
-    case V_INT: snprintf(num, sizeof num, "%lld", v.u.i); sb_puts(j, b, num); return;
-    case V_FLOAT: fmt_float(v.u.f, num, sizeof num); sb_puts(j, b, num); return;
+    case V_INT:
+        snprintf(num, sizeof num, "%lld", v.u.i);
+        sb_puts(j, b, num);
+        return;
+    case V_FLOAT:
+        fmt_float(v.u.f, num, sizeof num);
+        sb_puts(j, b, num);
+        return;
     case V_STR:
         if (repr) repr_str(j, v.u.s, b);
         else jinja_sb_put(j, b, v.u.s.p, v.u.s.n);
@@ -78,7 +92,8 @@ void jinja_to_str(J *j, val v, sbuf *b, int repr, int depth) {
         }
         sb_puts(j, b, !v.u.l->tuple ? "]" : v.u.l->n == 1 ? ",)" : ")");
         return;
-    case V_DICT: case V_NS:
+    case V_DICT:
+    case V_NS:
         sb_puts(j, b, v.k == V_NS ? "<Namespace {" : "{");
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) sb_puts(j, b, ", ");
@@ -112,11 +127,21 @@ static void json_text(J *j, sbuf *b, str s, const json_style *st) {
     sb_puts(j, b, "\"");
     for (size_t i = 0, len; i < s.n; i += len) {
         uint32_t c = jinja_decode(s.p + i, s.p + s.n, &len);
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        const char *e = c == '"' ? "\\\""
+            : c == '\\'          ? "\\\\"
+            : c == '\n'          ? "\\n"
+            : c == '\r'          ? "\\r"
+            : c == '\t'          ? "\\t"
+            : c == '\b'          ? "\\b"
+            : c == '\f'          ? "\\f"
+                                 : NULL;
         if (e) sb_puts(j, b, e);
-        else if (c < 0x20 || (st->ascii && c >= 0x7f && c < 0x10000)) snprintf(num, sizeof num, "\\u%04x", c), sb_puts(j, b, num);
+        else if (c < 0x20 || (st->ascii && c >= 0x7f && c < 0x10000))
+            snprintf(num, sizeof num, "\\u%04x", c), sb_puts(j, b, num);
         else if (st->ascii && c >= 0x10000)
-            snprintf(num, sizeof num, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10), 0xDC00 + ((c - 0x10000) & 0x3FF)), sb_puts(j, b, num);
+            snprintf(num, sizeof num, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10),
+                     0xDC00 + ((c - 0x10000) & 0x3FF)),
+                sb_puts(j, b, num);
         else jinja_sb_put(j, b, s.p + i, len);
     }
     sb_puts(j, b, "\"");
@@ -129,14 +154,18 @@ void jinja_to_json(J *j, val v, sbuf *b, const json_style *st, int depth, int li
     switch (v.k) {
     case V_NONE: sb_puts(j, b, "null"); return;
     case V_BOOL: sb_puts(j, b, v.u.b ? "true" : "false"); return;
-    case V_INT: snprintf(num, sizeof num, "%lld", v.u.i); sb_puts(j, b, num); return;
+    case V_INT:
+        snprintf(num, sizeof num, "%lld", v.u.i);
+        sb_puts(j, b, num);
+        return;
     case V_FLOAT:
         if (isnan(v.u.f)) sb_puts(j, b, "NaN");
         else if (isinf(v.u.f)) sb_puts(j, b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else fmt_float(v.u.f, num, sizeof num), sb_puts(j, b, num);
         return;
     case V_STR: json_text(j, b, v.u.s, st); return;
-    case V_LIST: case V_DICT: {
+    case V_LIST:
+    case V_DICT: {
         int dict = v.k == V_DICT;
         size_t n = dict ? v.u.d->n : v.u.l->n;
         sb_puts(j, b, dict ? "{" : "[");
@@ -191,7 +220,7 @@ str jinja_cp_at(J *j, str s, size_t k) {
 
 static int py_space(uint32_t c) {
     return (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+        (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 static int in_set(uint32_t c, const str *chars) {
@@ -222,7 +251,6 @@ const char *jinja_find_sub(const char *h, size_t hn, str needle) {
         if (h[i] == needle.p[0] && !memcmp(h + i, needle.p, needle.n)) return h + i;
     return NULL;
 }
-
 
 /* One pass of str.split: counts the pieces, and stores them when l is not NULL. */
 static size_t split_pass(J *j, str s, const str *sep, long long maxsplit, vlist *l) {

@@ -30,7 +30,8 @@ void *jinja_alloc(J *j, size_t n) {
     chunk *c = j->chunks;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > (1u << 16) ? n : (1u << 16);
-        if (j->arena_bytes + cap > MAX_ARENA) jinja_die(j, JINJA_LIMIT, 0, "rendering needs more than %u MiB", MAX_ARENA >> 20);
+        if (j->arena_bytes + cap > MAX_ARENA)
+            jinja_die(j, JINJA_LIMIT, 0, "rendering needs more than %u MiB", MAX_ARENA >> 20);
         c = malloc(sizeof *c + cap);
         if (!c) jinja_die(j, JINJA_LIMIT, 0, "out of memory");
         c->cap = cap, c->used = 0, c->next = j->chunks;
@@ -106,13 +107,15 @@ val jinja_lookup(J *j, scope *s, str name) {
 }
 
 const char *jinja_kind_name(int k) {
-    static const char *names[] = {"undefined", "none", "boolean", "integer", "float", "string", "list", "dict", "namespace", "loop", "macro", "function"};
+    static const char *names[] = {"undefined", "none", "boolean",   "integer", "float", "string",
+                                  "list",      "dict", "namespace", "loop",    "macro", "function"};
     return names[k];
 }
 
 int jinja_truthy(val v) {
     switch (v.k) {
-    case V_UNDEF: case V_NONE: return 0;
+    case V_UNDEF:
+    case V_NONE: return 0;
     case V_BOOL: return v.u.b;
     case V_INT: return v.u.i != 0;
     case V_FLOAT: return v.u.f != 0;
@@ -150,7 +153,8 @@ val jinja_from_json(J *j, const json_t *x, int depth) {
         memset(d, 0, sizeof *d);
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)x, k, v) jinja_dict_set(j, d, jinja_mkstr(j, k, strlen(k)), jinja_from_json(j, v, depth + 1));
+        json_object_foreach((json_t *)x, k, v)
+            jinja_dict_set(j, d, jinja_mkstr(j, k, strlen(k)), jinja_from_json(j, v, depth + 1));
         return (val){.k = V_DICT, .u.d = d};
     }
     }
