@@ -34,7 +34,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -87,6 +87,11 @@ $(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit-internal.a
 test: all
 	python3 tests/scripts/check_layers.py $(BUILD)
 	TRIT_SHARED=$(SHARED) TRIT_BIN=$(BUILD)/trit $(BUILD)/trit-tests $(TEST)
+
+# The tree follows .clang-format (clang-format 14).
+FORMAT_SRC = $(shell find src cli server tests fuzz bench include -name '*.[ch]')
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format: $(words $(FORMAT_SRC)) files follow .clang-format"
 
 asan:
 	$(MAKE) MODE=asan CC=clang test
@@ -216,6 +221,7 @@ help:
 	@echo "make            build build/release/trit and the test binary"
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
+	@echo "make format-check  check that the sources follow .clang-format"
 	@echo "make fuzz       fuzz the GGUF and safetensors readers and the server's request parser for FUZZ_SECONDS each"
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
