@@ -141,6 +141,17 @@ int main(int argc, char **argv) {
     return failed ? 1 : 0;
 }
 
+char *make_tmpdir(char *buf, size_t n) {
+    snprintf(buf, n, "/tmp/trit-gguf-XXXXXX");
+    return mkdtemp(buf);
+}
+
+void rm_tmpdir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int same_bytes(const char *a, const char *b) {
     size_t na, nb;
     char *x = read_file(a, &na), *y = read_file(b, &nb);

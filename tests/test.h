@@ -51,5 +51,9 @@ int same_bytes(const char *a, const char *b);
 int count_lines(const char *s);
 /* Runs a shell command, captures stdout (malloc'd, NUL-terminated) and returns the exit status. */
 int run_cmd(const char *cmd, char **out);
+/* A fresh directory /tmp/trit-gguf-XXXXXX in buf (NULL on failure); rm_tmpdir removes it and
+ * records a failure if it cannot. */
+char *make_tmpdir(char *buf, size_t n);
+void rm_tmpdir(const char *dir);
 
 #endif

@@ -49,17 +49,6 @@ static const char *const shared_ggufs[] = {
 };
 #define N_SHARED (sizeof shared_ggufs / sizeof shared_ggufs[0])
 
-/* A fresh directory under /tmp; removed by rm_tmpdir. */
-static char *make_tmpdir(char *buf, size_t n) {
-    snprintf(buf, n, "/tmp/trit-gguf-XXXXXX");
-    return mkdtemp(buf);
-}
-static void rm_tmpdir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
-}
-
 static void test_stories_facts(void) {
     trit_err e = {{0}};
     gguf_file *f = gguf_open(shared_path("golden/stories260K/stories260K.gguf"), 1, &e);

@@ -12,17 +12,6 @@
 #include "trit.h"
 #include "types/types.h"
 
-/* A fresh directory under /tmp; removed by rm_tmpdir. */
-static char *make_tmpdir(char *buf, size_t n) {
-    snprintf(buf, n, "/tmp/trit-gguf-XXXXXX");
-    return mkdtemp(buf);
-}
-static void rm_tmpdir(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
-}
-
 /* trit_inspect's output as a malloc'd string (NULL and a recorded failure on error). */
 static char *inspect(const char *rel, int json) {
     char *buf = NULL, err[512] = "";

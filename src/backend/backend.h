@@ -37,11 +37,13 @@ typedef struct {
 #define BACKEND_UBATCH 512
 #define BACKEND_MAX_ROWS 512 /* the most rows any backend takes in one pass */
 
+#define BACKEND_REPACK_CACHE_MIN (16ull << 20) /* the default of repack_cache_min */
+
 /* What the weights are prepared from: the CPU's repack options (trit_model_params). */
 typedef struct {
     int use_mmap;
     int repack;
-    uint64_t repack_cache_min;
+    uint64_t repack_cache_min; /* packed bytes from which the on-disk cache is used */
 } backend_params;
 
 struct backend_ops {

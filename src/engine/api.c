@@ -28,7 +28,7 @@ static void copy_err(const trit_err *e, char *err, size_t errlen) {
 }
 
 trit_model_params trit_model_default_params(void) {
-    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = 16ull << 20};
+    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = BACKEND_REPACK_CACHE_MIN};
     return p;
 }
 

@@ -78,8 +78,6 @@ void cpu_state_free(backend_state *st);
 void cpu_state_reset(backend_state *st);
 int cpu_state_copy(backend_state *dst, const backend_state *src, int n_past, trit_err *err);
 
-/* Packable bytes from which cpu_repack keeps the repacked weights in the on-disk cache. */
-#define CPU_REPACK_CACHE_MIN (16ull << 20)
 /* repack_load.c: repacks every ternary matmul weight of m (repack_type_ok, n_in % RP_K == 0; not
  * the token table, nor a tied output) on all cores: mapped from the cache (repack_cache.h) when
  * the packed bytes reach cache_min and a valid cache exists, else built (and the cache written;
