@@ -34,7 +34,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e clean help bench bench-kernels bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e conformance clean help bench bench-kernels bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -80,7 +80,8 @@ $(BUILD)/libtrit-internal.a: $(LIB_OBJ)
 $(BUILD)/trit: $(CLI_OBJ) $(SRV_OBJ) $(BUILD)/libtrit.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS) $(CLI_LDLIBS)
 
-$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/libtrit-internal.a
+# the serve flag table (cli/serve_flags.c) is tested directly
+$(BUILD)/trit-tests: $(TEST_OBJ) $(SRV_OBJ) $(BUILD)/cli/serve_flags.o $(BUILD)/cli/args.o $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # Tests read ../shared and run the CLI binary; TEST= selects tests by substring.
@@ -106,6 +107,15 @@ $(NODE_DIR)/node_modules/openai/package.json:
 e2e: all $(NODE_DIR)/node_modules/openai/package.json
 	TRIT_BIN=$(BUILD)/trit TRIT_MODEL=$(SHARED)/data/models/stories260K.gguf OPENAI_DIR=$(NODE_DIR) \
 		TRIT_CACHE_DIR=$(abspath $(BUILD))/repack-cache node --test tests/e2e/
+
+# llama.cpp's own server test-suite against trit serve (../shared/conformance): every test outside
+# constrained decoding, tool calls and the Anthropic/Responses APIs must pass.
+CONFORMANCE_K    := not anthropic and not responses and not tool and not response_format and not json_schema and not grammar
+CONFORMANCE_WANT := 139
+conformance: $(BUILD)/trit
+	@$(SHARED)/conformance/run.sh "$(BUILD)/trit serve" "$(CONFORMANCE_K)" | tee $(BUILD)/conformance.log; \
+	 passed=$$(tail -1 $(BUILD)/conformance.log | sed -n 's/^\([0-9]*\) passed.*/\1/p'); \
+	 [ "$${passed:-0}" -ge $(CONFORMANCE_WANT) ] || { echo "conformance: $${passed:-0} passed, want $(CONFORMANCE_WANT)"; exit 1; }
 
 # Load test of trit serve (not a timed test): aggregate tok/s for 1/2/4/8 streams, TTFT p50/p95.
 BENCH_MODEL ?= $(SHARED)/data/models/stories260K.gguf
@@ -224,6 +234,7 @@ help:
 	@echo "make format-check  check that the sources follow .clang-format"
 	@echo "make fuzz       fuzz the GGUF and safetensors readers and the server's request parser for FUZZ_SECONDS each"
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
+	@echo "make conformance  llama.cpp's server test-suite against trit serve (../shared/conformance)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"

@@ -110,7 +110,7 @@ static int add_message(chat *ch, const char *role, const char *content, const ch
         free(r);
         return -1;
     }
-    ch->msgs[ch->n_msgs++] = (trit_chat_message){role, c, r};
+    ch->msgs[ch->n_msgs++] = (trit_chat_message){.role = role, .content = c, .reasoning_content = r};
     return 0;
 }
 

@@ -20,7 +20,7 @@ static void parse_one(srv_endpoint ep, const uint8_t *data, size_t size, const s
         return;
     }
     if (ep == EP_CHAT) {
-        char *p = render_chat(NULL, q.msgs, q.n_msgs, 1, q.enable_thinking, err, sizeof err);
+        char *p = render_chat(NULL, c, &q, err, sizeof err);
         if (!p) check_msg(err, sizeof err);
         free(p);
     }

@@ -93,6 +93,34 @@ void trit_session_reset(trit_session *s);
 /* Makes dst continue exactly where src stands (KV cache and recurrent state); both sessions must
  * belong to the same model and cache type, and dst's context must hold src's tokens. */
 int trit_session_copy(trit_session *dst, const trit_session *src, char *err, size_t errlen);
+/* Rewinding. Attention layers reach any earlier position (their KV rows past it are simply
+ * dropped); a model with recurrent layers (qwen35's Gated DeltaNet) carries its past in a state
+ * that cannot run backwards, so it reaches only the positions it holds a checkpoint of (and 0).
+ * trit_session_checkpoint snapshots that state at the current position (a no-op without recurrent
+ * layers); a session keeps the newest TRIT_SESSION_CHECKPOINTS, and reset, copy and load drop them. */
+#define TRIT_SESSION_CHECKPOINTS 8
+int trit_session_checkpoint(trit_session *s, char *err, size_t errlen);
+/* Rewinds to position n (clamped to [0, n_past]), or the nearest reachable position below it, and
+ * returns the position reached: the caller evaluates its tokens from there again. */
+int trit_session_truncate(trit_session *s, int n);
+/* Whether context shift applies: attention layers only (llama, qwen3). */
+int trit_session_can_shift(const trit_session *s);
+/* Context shift (llama-server's): keeps the first n_keep positions, drops the n_discard after
+ * them, and moves the rest down, their keys rotated back n_discard positions by RoPE as llama.cpp
+ * does it (so they match a fresh evaluation at the new positions to rounding, not bit for bit).
+ * Refused (-1) for recurrent models, whose state cannot forget tokens. */
+int trit_session_shift(trit_session *s, int n_keep, int n_discard, char *err, size_t errlen);
+/* Saves the whole state (position, KV rows, recurrent state) to path, with n_words int32 words the
+ * caller keeps with it (its tokens) ahead of it. The format is versioned and checksummed. Returns
+ * the bytes written, or -1. */
+long long trit_session_save_file(trit_session *s, const char *path, const int32_t *words, int n_words, char *err,
+                                 size_t errlen);
+/* Loads a state saved by trit_session_save_file into s: the file must come from the same model,
+ * cache type and a context that s can hold (else -1 with the reason, s unchanged). Up to max_words
+ * words go to words, their count to *n_words. Returns the bytes read, or -1; a file corrupt past
+ * those checks leaves s reset. */
+long long trit_session_load_file(trit_session *s, const char *path, int32_t *words, int max_words, int *n_words,
+                                 char *err, size_t errlen);
 /* Appends n tokens and evaluates them. logits (may be NULL) receives n_vocab floats for each
  * token when all_logits != 0, otherwise for the last token only. Returns 0 or -1. */
 int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
@@ -115,7 +143,10 @@ int trit_eval_batch(trit_batch_item *items, int n_items, char *err, size_t errle
 /* ---- sampling (llama.cpp's names, defaults and order) ----
  * The chain, as llama.cpp's common sampler runs it: logit biases (and ignore_eos's bans) ->
  * penalties (repeat, frequency, presence) -> top-k -> top-p -> min-p -> temperature -> a seeded
- * draw from the softmax. */
+ * draw from the softmax. Its arithmetic and random numbers too: a seed gives llama.cpp's tokens
+ * (std::mt19937 seeded with the seed's low 32 bits, one uniform double per sampled token, the
+ * candidates in the order libstdc++'s sorts leave them), and temp <= 0 runs the same chain and
+ * keeps only the best candidate. */
 
 /* Added to a token's logit first; -INFINITY bans the token. */
 typedef struct {
@@ -138,7 +169,8 @@ typedef struct {
                                           vocabulary are ignored. NaN and +INFINITY are refused */
     int n_logit_bias; /* 0 */
     int ignore_eos; /* 0; 1 bans the end-of-generation tokens (needs trit_sampler_new_model) */
-    uint64_t seed; /* TRIT_DEFAULT_SEED picks one from the clock */
+    uint64_t seed; /* its low 32 bits seed the generator (llama.cpp's seed is 32 bits); those of
+                      TRIT_DEFAULT_SEED (all ones, llama.cpp's LLAMA_DEFAULT_SEED) pick a random one */
 } trit_sampler_params;
 
 #define TRIT_DEFAULT_SEED 0xFFFFFFFFu
@@ -161,12 +193,19 @@ void trit_sampler_adjust_logits(const trit_sampler *s, const float *logits, floa
 void trit_sampler_accept(trit_sampler *s, int32_t tok);
 /* Forgets the history and replays the random sequence from the seed (the biases stay). */
 void trit_sampler_reset(trit_sampler *s);
+/* The candidates the last trit_sampler_sample drew from, most probable first, with their
+ * probabilities after the whole chain (llama-server's post_sampling_probs; they sum to 1, and
+ * llama-server leaves out those of probability 0): writes up to max ids and probs (either may be
+ * NULL) and returns how many candidates there are (0 before the first sample or after a reset). */
+int trit_sampler_candidates(trit_sampler *s, int32_t *ids, float *probs, int max);
 
 /* ---- chat ---- */
 typedef struct {
     const char *role; /* "system", "user", "assistant" or "tool" */
     const char *content; /* NULL reads as "" */
     const char *reasoning_content; /* NULL: not given (templates split <think>...</think> out of content) */
+    const char *tool_calls; /* JSON text of the message's tool_calls array, or NULL (rendering only) */
+    const char *name, *tool_call_id; /* a tool message's fields, or NULL */
 } trit_chat_message;
 
 /* The model's Jinja chat template (GGUF tokenizer.chat_template), or NULL when it has none. */
@@ -185,6 +224,31 @@ char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_ms
  * template variables bos_token / eos_token set to the model's special tokens' text. */
 char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_chat_message *msgs, int n_msgs,
                              int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+
+/* How llama-server renders a conversation (trit_model_chat_apply). */
+typedef struct {
+    const char *tmpl; /* NULL: the model's template (with jinja, llama.cpp's ChatML when it has none) */
+    int jinja; /* 1 (--jinja): tmpl is Jinja text, "chatml" naming llama.cpp's ChatML; 0 (--no-jinja):
+                  one of llama.cpp's built-in templates, by name ("llama3", "command-r", ...) or
+                  recognised in a Jinja text by its markers */
+    int add_generation_prompt, enable_thinking;
+    int continue_final; /* 1: the last message is continued (a prefill): with jinja, the others are
+                           rendered, then the generation prompt, then its text (after its reasoning
+                           in <think></think> when the template has those tags); without, it is
+                           rendered as a whole message. 2: its reasoning is continued (<think> and
+                           the reasoning, left open) */
+    const char *tools; /* JSON array text given to the template as `tools` (when not empty), or NULL */
+    const char *vars; /* JSON object text of more template variables (chat_template_kwargs), or NULL */
+} trit_chat_opts;
+
+/* Renders msgs as llama-server does: with jinja, the variables it sets (bos_token, eos_token,
+ * enable_thinking, add_generation_prompt, tools, date_string, datetime, then o->vars), and a
+ * leading BOS text dropped when the model's tokenizer adds BOS itself. m may be NULL (no
+ * template of its own, empty special tokens: what a startup check of o needs). Returns a
+ * malloc'd string, or NULL with err set ("" on success, or the reason a ChatML-family template
+ * fell back to the built-in chatml as in trit_chat_render). */
+char *trit_model_chat_apply(const trit_model *m, const trit_chat_opts *o, const trit_chat_message *msgs, int n_msgs,
+                            char *err, size_t errlen);
 
 /* Whether rendered prompt text ends inside an open <think> block (the model's reply then starts
  * with reasoning). */

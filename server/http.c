@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "server.h"
 
 struct srv_http {
-    struct MHD_Daemon *d;
+    struct MHD_Daemon *d[HTTP_MAX_HOSTS];
+    int n;
     server *sv;
 };
 
@@ -27,6 +29,8 @@ typedef struct {
     struct MHD_Connection *conn;
     char *pending;
     size_t off;
+    srv_model *held;
+    int held_work;
 } stream_ctx;
 
 /* The peer has not hung up (data waiting, e.g. a pipelined request, still means alive). */
@@ -58,8 +62,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     stream_ctx *sc = cls;
-    atomic_store(&sc->st.t->cancelled, 1); /* no-op when finished; stops it when the client left */
-    task_release(sc->st.t);
+    srv_task *head = sc->st.head ? sc->st.head : sc->st.t;
+    for (srv_task *t = head; t; t = t->sibling)
+        atomic_store(&t->cancelled, 1); /* no-op when finished; stops it when the client left */
+    task_release_all(head);
+    models_release(sc->held, sc->held_work);
     free(sc->pending);
     free(sc);
 }
@@ -68,34 +75,72 @@ static struct MHD_Response *make_response(srv_http *h, struct MHD_Connection *c,
     if (r->task && r->stream) {
         stream_ctx *sc = calloc(1, sizeof *sc);
         if (!sc) {
-            atomic_store(&r->task->cancelled, 1);
-            task_release(r->task);
+            for (srv_task *t = r->task; t; t = t->sibling) atomic_store(&t->cancelled, 1);
+            task_release_all(r->task);
             r->task = NULL;
             route_error(r, 500, "out of memory");
         } else {
-            sc->st = (sse_stream){.sv = h->sv, .t = r->task};
+            sc->st = (sse_stream){.sv = r->held ? models_server(r->held) : h->sv, .t = r->task};
             sc->conn = c;
+            sc->held = r->held, sc->held_work = r->held_work;
+            r->held = NULL; /* the stream keeps the model until it ends */
             struct MHD_Response *resp =
                 MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
             if (resp) MHD_add_response_header(resp, "Cache-Control", "no-cache");
             return resp;
         }
     }
-    if (r->task) route_await(h->sv, r, alive, c);
+    if (r->task) route_await(r->held ? models_server(r->held) : h->sv, r, alive, c);
     size_t n = r->body ? strlen(r->body) : 0;
     return MHD_create_response_from_buffer(n, r->body ? r->body : (char *)"",
                                            r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 }
 
-static void add_cors(srv_http *h, struct MHD_Connection *c, struct MHD_Response *resp) {
+/* CORS as llama-server sends it: the allowed origin on every reply, and on a preflight
+ * (OPTIONS) the configured credentials, methods and headers. */
+static void add_cors(srv_http *h, struct MHD_Connection *c, const char *method, struct MHD_Response *resp) {
+    const srv_config *cfg = &h->sv->cfg;
     const char *origin = route_cors(h->sv, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"));
-    if (!origin) return;
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
-    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
-    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    /* "*" is no wildcard for credentialed requests: echo what the preflight asks for */
-    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-    MHD_add_response_header(resp, "Access-Control-Allow-Headers", asked ? asked : "*");
+    if (origin) MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    if (strcmp(method, "OPTIONS")) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", cfg->cors_credentials ? "true" : "false");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", cfg->cors_methods);
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers", cfg->cors_headers);
+}
+
+#define PROXY_PREFIX "x-llama-server-proxy-header-"
+
+/* Collects the x-llama-server-proxy-header-NAME headers as "NAME: value" lines. */
+static enum MHD_Result proxy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    strbuf *b = cls;
+    size_t n = strlen(PROXY_PREFIX);
+    if (strncasecmp(key, PROXY_PREFIX, n) || !key[n] || !value) return MHD_YES;
+    sb_add(b, key + n, strlen(key + n));
+    sb_add(b, ": ", 2);
+    sb_add(b, value, strlen(value));
+    sb_add(b, "\r\n", 2);
+    return MHD_YES;
+}
+
+/* Appends s percent-encoded but for RFC 3986's unreserved characters: the query reads as the
+ * client sent it, whatever libmicrohttpd's decoding did to '&' or '='. */
+static int add_encoded(strbuf *b, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[4];
+        int plain = (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z') || strchr("-._~", *p);
+        snprintf(e, sizeof e, "%%%02X", *p);
+        if (sb_add(b, plain ? (const char *)p : e, plain ? 1 : 3)) return -1;
+    }
+    return 0;
+}
+
+/* Appends one query argument to the URL (libmicrohttpd hands the path alone; routes read both). */
+static enum MHD_Result add_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    strbuf *b = cls;
+    int first = !memchr(b->s, '?', b->len);
+    int failed = sb_add(b, first ? "?" : "&", 1) || add_encoded(b, key) ||
+        (value && (sb_add(b, "=", 1) || add_encoded(b, value)));
+    return failed ? MHD_NO : MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -113,19 +158,34 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    strbuf proxied = {0};
+    if (!strncmp(url, "/cors-proxy", 11)) MHD_get_connection_values(c, MHD_HEADER_KIND, proxy_header, &proxied);
     route_headers hd = {MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"),
-                        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")};
+                        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"), proxied.s};
     route_reply r;
     if (cs->too_big) {
         memset(&r, 0, sizeof r);
         route_error(&r, 413, "the request body is too large");
-    } else route_request(h->sv, method, url, &hd, cs->body.s ? cs->body.s : "", cs->body.len, &r);
+    } else {
+        strbuf full = {0};
+        if (!sb_add(&full, url, strlen(url))) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_query, &full);
+        route_request(h->sv, method, full.s && !full.oom ? full.s : url, &hd, cs->body.s ? cs->body.s : "",
+                      cs->body.len, &r);
+        sb_free(&full);
+    }
+    sb_free(&proxied);
     struct MHD_Response *resp = make_response(h, c, &r);
+    models_release(r.held, r.held_work); /* a stream took its own hold; otherwise the reply no longer needs the model */
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", r.ctype ? r.ctype : "application/json");
     MHD_add_response_header(resp, "Server", "trit");
-    add_cors(h, c, resp);
+    if (!strncmp(url, "/metrics", 8)) {
+        char t[32];
+        snprintf(t, sizeof t, "%ld", h->sv->started);
+        MHD_add_response_header(resp, "Process-Start-Time-Unix", t);
+    }
+    add_cors(h, c, method, resp);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -137,37 +197,60 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
     *con_cls = NULL;
 }
 
+int http_parse_hosts(const char *list, http_addr *out, int max, char *err, size_t errlen) {
+    int n = 0;
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, ",");
+        char host[64];
+        snprintf(host, sizeof host, "%.*s", (int)(k < sizeof host ? k : sizeof host - 1), p);
+        size_t hl = strlen(host);
+        const char *a = host;
+        if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') host[hl - 1] = 0, a = host + 1;
+        if (!strcmp(a, "localhost")) a = "127.0.0.1";
+        if (!k || (p[k] && !p[k + 1])) return snprintf(err, errlen, "--host '%s' has an empty address", list), -1;
+        if (n == max) return snprintf(err, errlen, "--host lists more than %d addresses", max), -1;
+        out[n] = (http_addr){.v6 = strchr(a, ':') != NULL};
+        if (k >= sizeof host || inet_pton(out[n].v6 ? AF_INET6 : AF_INET, a, out[n].addr) != 1)
+            return snprintf(err, errlen, "--host '%.*s' is not an IP address", (int)k, p), -1;
+        n++;
+        p += k + (p[k] == ',');
+    }
+    if (!n) return snprintf(err, errlen, "--host names no address"), -1;
+    return n;
+}
+
+static struct MHD_Daemon *listen_on(srv_http *h, const http_addr *a) {
+    uint16_t port = (uint16_t)h->sv->cfg.port;
+    struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+    const struct sockaddr *addr = (const struct sockaddr *)&a4;
+    if (a->v6) memcpy(&a6.sin6_addr, a->addr, 16), addr = (const struct sockaddr *)&a6, flags |= MHD_USE_IPv6;
+    else memcpy(&a4.sin_addr, a->addr, 4);
+    int timeout = h->sv->cfg.timeout_s > 0 ? h->sv->cfg.timeout_s : 0;
+    return MHD_start_daemon(flags, port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout,
+                            MHD_OPTION_END);
+}
+
 srv_http *http_start(server *sv, char *err, size_t errlen) {
+    http_addr addrs[HTTP_MAX_HOSTS];
+    int n = http_parse_hosts(sv->cfg.host, addrs, HTTP_MAX_HOSTS, err, errlen);
+    if (n < 0) return NULL;
     srv_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
     h->sv = sv;
-    const char *host = strcmp(sv->cfg.host, "localhost") ? sv->cfg.host : "127.0.0.1";
-    struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sv->cfg.port)};
-    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)sv->cfg.port)};
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
-    const struct sockaddr *addr = (const struct sockaddr *)&a4;
-    if (strchr(host, ':')) {
-        addr = (const struct sockaddr *)&a6, flags |= MHD_USE_IPv6;
-        if (inet_pton(AF_INET6, host, &a6.sin6_addr) != 1) addr = NULL;
-    } else if (inet_pton(AF_INET, host, &a4.sin_addr) != 1) addr = NULL;
-    if (!addr) {
-        snprintf(err, errlen, "--host '%s' is not an IP address", sv->cfg.host);
-        free(h);
-        return NULL;
-    }
-    h->d = MHD_start_daemon(flags, (uint16_t)sv->cfg.port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(sv->cfg.timeout_s > 0 ? sv->cfg.timeout_s : 0), MHD_OPTION_END);
-    if (!h->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d", sv->cfg.host, sv->cfg.port);
-        free(h);
-        return NULL;
-    }
+    for (; h->n < n; h->n++)
+        if (!(h->d[h->n] = listen_on(h, &addrs[h->n]))) {
+            snprintf(err, errlen, "cannot listen on %s port %d", sv->cfg.host, sv->cfg.port);
+            http_stop(h);
+            return NULL;
+        }
     return h;
 }
 
 void http_stop(srv_http *h) {
     if (!h) return;
-    MHD_stop_daemon(h->d);
+    for (int i = 0; i < h->n; i++) MHD_stop_daemon(h->d[i]);
     free(h);
 }

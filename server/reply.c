@@ -1,6 +1,8 @@
 /* reply: the JSON that goes back: errors in llama-server's shape, and a task's events and result
  * as OpenAI / llama-server completions (whole, or as streaming chunks for sse.c). */
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,20 +80,40 @@ static const char *stop_type(srv_finish f) {
     return f == FINISH_LENGTH ? "limit" : f == FINISH_WORD ? "word" : f == FINISH_STOP ? "eos" : "none";
 }
 
-static json_t *timings(const srv_result *res) {
-    int pn = res->n_prompt - res->n_cached;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", res->n_cached, "prompt_n", pn, "prompt_ms",
-                     res->t_prompt_ms, "prompt_per_token_ms", pn ? res->t_prompt_ms / pn : 0.0, "prompt_per_second",
-                     res->t_prompt_ms > 0 ? 1e3 * pn / res->t_prompt_ms : 0.0, "predicted_n", res->n_gen,
-                     "predicted_ms", res->t_gen_ms, "predicted_per_token_ms",
-                     res->n_gen ? res->t_gen_ms / res->n_gen : 0.0, "predicted_per_second",
-                     res->t_gen_ms > 0 ? 1e3 * res->n_gen / res->t_gen_ms : 0.0);
+/* A number for JSON: jansson refuses non-finite reals, and llama-server's JSON writes them null. */
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* llama-server's timings: the generation rate is over n - 1 decode steps (the first token comes
+ * from the prompt's last pass). */
+static json_t *timings_json(int cache_n, int prompt_n, double prompt_ms, int predicted_n, double predicted_ms) {
+    int steps = predicted_n > 0 ? predicted_n - 1 : 0;
+    json_t *j = json_object();
+    json_object_set_new(j, "cache_n", json_integer(cache_n));
+    json_object_set_new(j, "prompt_n", json_integer(prompt_n));
+    json_object_set_new(j, "prompt_ms", num(prompt_ms));
+    json_object_set_new(j, "prompt_per_token_ms", num(prompt_n > 0 ? prompt_ms / prompt_n : 0.0));
+    json_object_set_new(j, "prompt_per_second", num(prompt_ms > 0 ? 1e3 / prompt_ms * prompt_n : 0.0));
+    json_object_set_new(j, "predicted_n", json_integer(predicted_n));
+    json_object_set_new(j, "predicted_ms", num(predicted_ms));
+    json_object_set_new(j, "predicted_per_token_ms", num(steps > 0 ? predicted_ms / steps : 0.0));
+    json_object_set_new(j, "predicted_per_second", num(predicted_ms > 0 ? 1e3 / predicted_ms * steps : 0.0));
+    return j;
 }
 
-static json_t *usage(const srv_result *res) {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", res->n_prompt, "completion_tokens", res->n_gen,
-                     "total_tokens", res->n_prompt + res->n_gen, "prompt_tokens_details", "cached_tokens",
-                     res->n_cached);
+static json_t *timings(const srv_result *res) {
+    return timings_json(res->n_cached, res->n_prompt - res->n_cached, res->t_prompt_ms, res->n_gen, res->t_gen_ms);
+}
+
+static json_t *event_timings(const srv_event *e) {
+    return timings_json(e->cache_n, e->prompt_n, e->prompt_ms, e->predicted_n, e->predicted_ms);
+}
+
+/* OpenAI's usage, summed over the request's tasks. */
+static json_t *usage(const srv_task *head) {
+    int np = 0, ng = 0, nc = 0;
+    for (const srv_task *t = head; t; t = t->sibling) np += t->res.n_prompt, ng += t->res.n_gen, nc += t->res.n_cached;
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", np, "completion_tokens", ng, "total_tokens", np + ng,
+                     "prompt_tokens_details", "cached_tokens", nc);
 }
 
 json_t *bytes_of(const char *s) {
@@ -100,15 +122,22 @@ json_t *bytes_of(const char *s) {
     return a;
 }
 
-/* One token's logprob entry in OpenAI's chat shape. */
-static json_t *logprob_entry(const srv_event *e) {
+/* A probability entry: {id, token, bytes, logprob} or, post-sampling, {..., prob}. A logprob of
+ * -inf is written as the lowest float, as llama-server does (JSON has no -inf). */
+static json_t *prob_json(const tok_prob *p, int post) {
+    double v = p->logprob;
+    if (!post && !isfinite(v)) v = -FLT_MAX;
+    return json_pack("{s:i,s:o,s:o,s:o}", "id", p->tok, "token", jstr(p->piece), "bytes", bytes_of(p->piece),
+                     post ? "prob" : "logprob", num(v));
+}
+
+/* One generated token's entry, with its alternatives. */
+static json_t *probs_entry(const srv_event *e, int post) {
     json_t *top = json_array();
-    for (int i = 0; i < e->n_top; i++)
-        json_array_append_new(top,
-                              json_pack("{s:o,s:f,s:o}", "token", jstr(e->top[i].piece), "logprob",
-                                        (double)e->top[i].logprob, "bytes", bytes_of(e->top[i].piece)));
-    return json_pack("{s:i,s:o,s:f,s:o,s:o}", "id", e->tok, "token", jstr(e->chosen.piece), "logprob",
-                     (double)e->chosen.logprob, "bytes", bytes_of(e->chosen.piece), "top_logprobs", top);
+    for (int i = 0; i < e->n_top; i++) json_array_append_new(top, prob_json(&e->top[i], post));
+    json_t *j = prob_json(&e->chosen, post);
+    json_object_set_new(j, post ? "top_probs" : "top_logprobs", top);
+    return j;
 }
 
 static json_t *envelope(server *sv, srv_task *t, const char *object) {
@@ -121,70 +150,193 @@ static json_t *error_json(const srv_result *res) {
     return error_obj(st, error_type(st), res->err_msg);
 }
 
-/* Text, reasoning and logprobs of events [from, to), read under the task's lock. */
+/* Text, reasoning, probabilities and tokens of events [from, to), read under the task's lock.
+ * Progress reports carry none of them. */
 static void collect(srv_task *t, int from, int to, strbuf *c, strbuf *rs, json_t *lp, json_t *toks) {
     sb_add(c, "", 0);
     sb_add(rs, "", 0);
     pthread_mutex_lock(&t->mu);
     for (int i = from; i < to && i < t->n_ev; i++) {
         const srv_event *e = &t->ev[i];
+        if (e->progress) continue;
         sb_add(c, e->content, strlen(e->content));
         sb_add(rs, e->reasoning, strlen(e->reasoning));
-        if (lp && e->chosen.piece) json_array_append_new(lp, logprob_entry(e));
+        if (lp && e->chosen.piece) json_array_append_new(lp, probs_entry(e, t->req.post_sampling_probs));
         if (toks && e->tok >= 0) json_array_append_new(toks, json_integer(e->tok));
     }
     pthread_mutex_unlock(&t->mu);
 }
 
-static json_t *native_body(server *sv, srv_task *t, const char *content, json_t *toks, json_t *probs, int final) {
-    json_t *j = json_pack("{s:o,s:o,s:i,s:b,s:I}", "content", jstr(content), "tokens", toks, "id_slot", t->res.id_slot,
-                          "stop", final, "index", (json_int_t)0);
-    if (probs) json_object_set_new(j, "completion_probabilities", probs);
-    if (!final) return j;
-    const srv_result *res = &t->res;
-    json_object_set_new(j, "model", json_string(model_id(sv)));
-    json_object_set_new(j, "tokens_predicted", json_integer(res->n_gen));
-    json_object_set_new(j, "tokens_evaluated", json_integer(res->n_prompt));
-    json_object_set_new(j, "tokens_cached", json_integer(res->n_cached));
-    json_object_set_new(j, "truncated", json_false());
-    json_object_set_new(j, "stop_type", json_string(stop_type(res->finish)));
-    json_object_set_new(j, "stopping_word", jstr(res->stop_word ? res->stop_word : ""));
-    json_object_set_new(j, "generation_settings",
-                        json_pack("{s:i,s:f,s:i,s:f,s:f,s:f}", "n_ctx", sched_slot_ctx(sv->sch), "temperature",
-                                  (double)t->req.sp.temp, "top_k", t->req.sp.top_k, "top_p", (double)t->req.sp.top_p,
-                                  "min_p", (double)t->req.sp.min_p, "repeat_penalty",
-                                  (double)t->req.sp.repeat_penalty));
-    json_object_set_new(j, "timings", timings(res));
+/* The request's sampling as llama-server's generation_settings names it; the samplers trit does
+ * not have are reported at their off values. */
+static json_t *gen_settings(server *sv, const srv_task *t) {
+    const srv_req *q = &t->req;
+    const trit_sampler_params *sp = &q->sp;
+    json_t *bias = json_array(), *stop = json_array();
+    for (int i = 0; i < sp->n_logit_bias; i++)
+        json_array_append_new(
+            bias, json_pack("{s:o,s:i}", "bias", num(sp->logit_bias[i].bias), "token", sp->logit_bias[i].token));
+    if (sp->ignore_eos) /* the bans ignore_eos adds, as llama-server lists them */
+        for (int v = 0; v < trit_model_n_vocab(sv->model); v++)
+            if (trit_token_is_eog(sv->model, v))
+                json_array_append_new(bias, json_pack("{s:n,s:i}", "bias", "token", v));
+    for (int i = 0; i < q->n_stop; i++) json_array_append_new(stop, jstr(q->stop[i]));
+    json_t *j = json_object();
+    json_object_set_new(j, "n_ctx", json_integer(sched_slot_ctx(sv->sch)));
+    json_object_set_new(j, "seed", json_integer((json_int_t)(uint32_t)sp->seed));
+    json_object_set_new(j, "temperature", num(sp->temp));
+    json_object_set_new(j, "dynatemp_range", json_real(0));
+    json_object_set_new(j, "dynatemp_exponent", json_real(1));
+    json_object_set_new(j, "top_k", json_integer(sp->top_k));
+    json_object_set_new(j, "top_p", num(sp->top_p));
+    json_object_set_new(j, "min_p", num(sp->min_p));
+    json_object_set_new(j, "top_n_sigma", json_real(-1));
+    json_object_set_new(j, "xtc_probability", json_real(0));
+    json_object_set_new(j, "xtc_threshold", json_real(0.1));
+    json_object_set_new(j, "typical_p", json_real(1));
+    json_object_set_new(j, "repeat_last_n", json_integer(sp->repeat_last_n));
+    json_object_set_new(j, "repeat_penalty", num(sp->repeat_penalty));
+    json_object_set_new(j, "presence_penalty", num(sp->presence_penalty));
+    json_object_set_new(j, "frequency_penalty", num(sp->frequency_penalty));
+    json_object_set_new(j, "dry_multiplier", json_real(0));
+    json_object_set_new(j, "dry_base", json_real(1.75));
+    json_object_set_new(j, "dry_allowed_length", json_integer(2));
+    json_object_set_new(j, "dry_penalty_last_n", json_integer(-1));
+    json_object_set_new(j, "mirostat", json_integer(0));
+    json_object_set_new(j, "mirostat_tau", json_real(5));
+    json_object_set_new(j, "mirostat_eta", json_real(0.1));
+    json_object_set_new(j, "adaptive_target", json_real(-1));
+    json_object_set_new(j, "adaptive_decay", json_real(0.9));
+    json_object_set_new(j, "stop", stop);
+    json_object_set_new(j, "max_tokens", json_integer(q->n_predict));
+    json_object_set_new(j, "n_predict", json_integer(q->n_predict));
+    json_object_set_new(j, "n_keep", json_integer(0));
+    json_object_set_new(j, "n_discard", json_integer(0));
+    json_object_set_new(j, "ignore_eos", json_boolean(sp->ignore_eos));
+    json_object_set_new(j, "stream", json_boolean(q->stream));
+    json_object_set_new(j, "logit_bias", bias);
+    json_object_set_new(j, "n_probs", json_integer(q->logprobs ? q->top_logprobs : 0));
+    json_object_set_new(j, "min_keep", json_integer(0));
+    json_object_set_new(j, "samplers", json_pack("[s,s,s,s,s]", "penalties", "top_k", "top_p", "min_p", "temperature"));
+    json_object_set_new(j, "timings_per_token", json_boolean(q->timings_per_token));
+    json_object_set_new(j, "post_sampling_probs", json_boolean(q->post_sampling_probs));
+    json_object_set_new(j, "backend_sampling", json_false());
+    json_object_set_new(j, "lora", json_array());
     return j;
 }
 
-static json_t *final_obj(server *sv, srv_task *t) {
-    if (t->res.finish == FINISH_ERROR) return error_json(&t->res);
+/* response_fields: only the named "a/b" paths, each under its whole path as key. */
+static json_t *project(json_t *j, char **fields, int n) {
+    json_t *out = json_object();
+    for (int i = 0; i < n; i++) {
+        json_t *cur = j;
+        char key[256];
+        const char *p = fields[i];
+        while (cur && *p) {
+            size_t k = strcspn(p, "/");
+            snprintf(key, sizeof key, "%.*s", (int)(k < sizeof key ? k : sizeof key - 1), p);
+            cur = json_is_object(cur) ? json_object_get(cur, key) : NULL;
+            p += k + (p[k] == '/');
+        }
+        if (cur) json_object_set(out, fields[i], cur);
+    }
+    json_decref(j);
+    return out;
+}
+
+static int has_newline(srv_task *t) {
+    int nl = 0;
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < t->n_ev && !nl; i++) nl = strchr(t->ev[i].content, '\n') != NULL;
+    pthread_mutex_unlock(&t->mu);
+    return nl;
+}
+
+/* llama-server's native final body (/completion, and __verbose of the OpenAI ones). A stream's
+ * last chunk has no text: its tokens went out in the chunks before it. */
+static json_t *native_final(server *sv, srv_task *t, int stream) {
+    strbuf c = {0}, rs = {0};
+    json_t *lp = t->req.logprobs && !stream ? json_array() : NULL;
+    json_t *toks = json_array();
+    if (!stream) collect(t, 0, INT_MAX, &c, &rs, lp, t->req.return_tokens ? toks : NULL);
+    const srv_result *res = &t->res;
+    json_t *j = json_object();
+    json_object_set_new(j, "index", json_integer(t->index));
+    json_object_set_new(j, "content", jstr(stream ? "" : c.s));
+    json_object_set_new(j, "tokens", toks);
+    json_object_set_new(j, "id_slot", json_integer(res->id_slot));
+    json_object_set_new(j, "stop", json_true());
+    json_object_set_new(j, "model", json_string(model_id(sv)));
+    json_object_set_new(j, "tokens_predicted", json_integer(res->n_gen));
+    json_object_set_new(j, "tokens_evaluated", json_integer(res->n_prompt));
+    json_object_set_new(j, "generation_settings", gen_settings(sv, t));
+    json_object_set_new(j, "prompt", jstr(t->prompt_text));
+    json_object_set_new(j, "has_new_line", json_boolean(has_newline(t)));
+    json_object_set_new(j, "truncated", json_boolean(res->truncated));
+    json_object_set_new(j, "stop_type", json_string(stop_type(res->finish)));
+    json_object_set_new(j, "stopping_word", jstr(res->stop_word ? res->stop_word : ""));
+    json_object_set_new(j, "tokens_cached", json_integer(res->n_tokens_cached));
+    json_object_set_new(j, "timings", timings(res));
+    if (lp && json_array_size(lp)) json_object_set_new(j, "completion_probabilities", lp);
+    else json_decref(lp);
+    sb_free(&c), sb_free(&rs);
+    return t->req.n_response_fields ? project(j, t->req.response_fields, t->req.n_response_fields) : j;
+}
+
+/* A native stream chunk for event i. */
+static json_t *native_partial(srv_task *t, int i) {
     strbuf c = {0}, rs = {0};
     json_t *lp = t->req.logprobs ? json_array() : NULL, *toks = json_array();
-    collect(t, 0, INT_MAX, &c, &rs, lp, toks);
-    json_t *j;
-    if (t->req.ep == EP_NATIVE) {
-        j = native_body(sv, t, c.s, toks, lp, 1);
-    } else {
-        json_decref(toks);
-        json_t *choice;
-        if (t->req.ep == EP_CHAT) {
-            json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jstr(c.s));
-            if (rs.len) json_object_set_new(msg, "reasoning_content", jstr(rs.s));
-            choice =
-                json_pack("{s:i,s:o,s:s}", "index", 0, "message", msg, "finish_reason", finish_reason(t->res.finish));
-        } else {
-            choice = json_pack("{s:i,s:o,s:s}", "index", 0, "text", jstr(c.s), "finish_reason",
-                               finish_reason(t->res.finish));
-        }
-        json_object_set_new(choice, "logprobs", lp ? json_pack("{s:o}", "content", lp) : json_null());
-        j = envelope(sv, t, t->req.ep == EP_CHAT ? "chat.completion" : "text_completion");
-        json_object_set_new(j, "choices", json_pack("[o]", choice));
-        json_object_set_new(j, "usage", usage(&t->res));
-        json_object_set_new(j, "timings", timings(&t->res));
-    }
+    collect(t, i, i + 1, &c, &rs, lp, toks);
+    pthread_mutex_lock(&t->mu);
+    const srv_event *e = &t->ev[i];
+    json_t *j =
+        json_pack("{s:i,s:o,s:o,s:b,s:i,s:i,s:i}", "index", t->index, "content", jstr(c.s), "tokens", toks, "stop", 0,
+                  "id_slot", t->res.id_slot, "tokens_predicted", e->predicted_n, "tokens_evaluated", t->n_prompt);
+    if (e->timed) json_object_set_new(j, "timings", event_timings(e));
+    if (e->progress)
+        json_object_set_new(j, "prompt_progress",
+                            json_pack("{s:i,s:i,s:i,s:o}", "total", e->prog_total, "cache", e->cache_n, "processed",
+                                      e->prog_processed, "time_ms", num(e->prog_ms)));
+    pthread_mutex_unlock(&t->mu);
+    if (lp && json_array_size(lp)) json_object_set_new(j, "completion_probabilities", lp);
+    else json_decref(lp);
     sb_free(&c), sb_free(&rs);
+    return j;
+}
+
+/* One choice of a whole OpenAI reply. */
+static json_t *final_choice(srv_task *t) {
+    strbuf c = {0}, rs = {0};
+    json_t *lp = t->req.logprobs ? json_array() : NULL;
+    collect(t, 0, INT_MAX, &c, &rs, lp, NULL);
+    json_t *choice = json_pack("{s:i,s:s}", "index", t->index, "finish_reason", finish_reason(t->res.finish));
+    if (t->req.ep == EP_CHAT) {
+        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jstr(c.s));
+        if (rs.len) json_object_set_new(msg, "reasoning_content", jstr(rs.s));
+        json_object_set_new(choice, "message", msg);
+    } else json_object_set_new(choice, "text", jstr(c.s));
+    json_object_set_new(choice, "logprobs", lp ? json_pack("{s:o}", "content", lp) : json_null());
+    sb_free(&c), sb_free(&rs);
+    return choice;
+}
+
+static json_t *final_obj(server *sv, srv_task *head) {
+    for (srv_task *t = head; t; t = t->sibling)
+        if (t->res.finish == FINISH_ERROR) return error_json(&t->res);
+    if (head->req.ep == EP_NATIVE) {
+        if (!head->sibling) return native_final(sv, head, 0);
+        json_t *a = json_array();
+        for (srv_task *t = head; t; t = t->sibling) json_array_append_new(a, native_final(sv, t, 0));
+        return a;
+    }
+    json_t *j = envelope(sv, head, head->req.ep == EP_CHAT ? "chat.completion" : "text_completion");
+    json_t *choices = json_array();
+    for (srv_task *t = head; t; t = t->sibling) json_array_append_new(choices, final_choice(t));
+    json_object_set_new(j, "choices", choices);
+    json_object_set_new(j, "usage", usage(head));
+    json_object_set_new(j, "timings", timings(&head->res));
+    if (head->req.verbose) json_object_set_new(j, "__verbose", native_final(sv, head, 0));
     return j;
 }
 
@@ -196,7 +348,7 @@ char *route_final_json(server *sv, srv_task *t) {
 }
 
 static json_t *chunk_choice(srv_task *t, json_t *delta_or_text, json_t *lp, const char *finish) {
-    json_t *c = json_pack("{s:i,s:o}", "index", 0, "finish_reason", finish ? json_string(finish) : json_null());
+    json_t *c = json_pack("{s:i,s:o}", "index", t->index, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(c, t->req.ep == EP_CHAT ? "delta" : "text", delta_or_text);
     json_object_set_new(c, "logprobs", lp ? json_pack("{s:o}", "content", lp) : json_null());
     return c;
@@ -208,16 +360,28 @@ static json_t *stream_obj(server *sv, srv_task *t, json_t *choice) {
     return j;
 }
 
+static json_t *role_delta(void) { return json_pack("{s:s,s:n}", "role", "assistant", "content"); }
+
 /* The chunk of event i (NULL when it carries nothing the client would see). */
 static json_t *event_chunk(server *sv, srv_task *t, int i) {
+    if (t->req.ep == EP_NATIVE) return native_partial(t, i);
+    pthread_mutex_lock(&t->mu);
+    srv_event e = t->ev[i]; /* the scalar fields; the strings stay the task's */
+    pthread_mutex_unlock(&t->mu);
+    if (e.progress) { /* llama-server sends progress as a role chunk */
+        json_t *j =
+            stream_obj(sv, t, chunk_choice(t, t->req.ep == EP_CHAT ? role_delta() : json_string(""), NULL, NULL));
+        json_object_set_new(j, "timings", event_timings(&e));
+        json_object_set_new(j, "prompt_progress",
+                            json_pack("{s:i,s:i,s:i,s:o}", "total", e.prog_total, "cache", e.cache_n, "processed",
+                                      e.prog_processed, "time_ms", num(e.prog_ms)));
+        return j;
+    }
     strbuf c = {0}, rs = {0};
-    json_t *lp = t->req.logprobs ? json_array() : NULL, *toks = json_array();
-    collect(t, i, i + 1, &c, &rs, lp, toks);
+    json_t *lp = t->req.logprobs ? json_array() : NULL;
+    collect(t, i, i + 1, &c, &rs, lp, NULL);
     json_t *j = NULL;
-    int empty = !c.len && !rs.len && !(lp && json_array_size(lp));
-    if (t->req.ep == EP_NATIVE) {
-        j = native_body(sv, t, c.s, toks, lp, 0), lp = toks = NULL;
-    } else if (!empty) {
+    if (c.len || rs.len || (lp && json_array_size(lp))) {
         json_t *d;
         if (t->req.ep == EP_CHAT) {
             d = json_object();
@@ -225,24 +389,28 @@ static json_t *event_chunk(server *sv, srv_task *t, int i) {
             if (rs.len) json_object_set_new(d, "reasoning_content", jstr(rs.s));
         } else d = jstr(c.s);
         j = stream_obj(sv, t, chunk_choice(t, d, lp, NULL));
+        if (e.timed) json_object_set_new(j, "timings", event_timings(&e));
         lp = NULL;
     }
     json_decref(lp);
-    json_decref(toks);
     sb_free(&c), sb_free(&rs);
     return j;
 }
 
 static json_t *closing_chunk(server *sv, srv_task *t, int which) {
     if (t->res.finish == FINISH_ERROR) return which == -1 ? error_json(&t->res) : NULL;
-    if (t->req.ep == EP_NATIVE) return which == -1 ? native_body(sv, t, "", json_array(), NULL, 1) : NULL;
-    if (which == -1)
-        return stream_obj(sv, t,
-                          chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL,
-                                       finish_reason(t->res.finish)));
+    if (t->req.ep == EP_NATIVE) return which == -1 ? native_final(sv, t, 1) : NULL;
+    if (which == -1) {
+        json_t *j = stream_obj(sv, t,
+                               chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL,
+                                            finish_reason(t->res.finish)));
+        if (t->req.verbose) json_object_set_new(j, "__verbose", native_final(sv, t, 1));
+        if (!t->req.include_usage) json_object_set_new(j, "timings", timings(&t->res));
+        return j;
+    }
     if (!t->req.include_usage) return NULL;
     json_t *j = stream_obj(sv, t, NULL);
-    json_object_set_new(j, "usage", usage(&t->res));
+    json_object_set_new(j, "usage", usage(t));
     json_object_set_new(j, "timings", timings(&t->res));
     return j;
 }
@@ -250,9 +418,7 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
 char *route_chunk_json(server *sv, srv_task *t, int i) {
     json_t *j;
     if (i == -3) /* the opening chat chunk names the role */
-        j = t->req.ep == EP_CHAT
-            ? stream_obj(sv, t, chunk_choice(t, json_pack("{s:s,s:n}", "role", "assistant", "content"), NULL, NULL))
-            : NULL;
+        j = t->req.ep == EP_CHAT ? stream_obj(sv, t, chunk_choice(t, role_delta(), NULL, NULL)) : NULL;
     else if (i < 0) j = closing_chunk(sv, t, i);
     else j = event_chunk(sv, t, i);
     if (!j) return NULL;
@@ -262,25 +428,30 @@ char *route_chunk_json(server *sv, srv_task *t, int i) {
 }
 
 void route_await(server *sv, route_reply *r, int (*alive)(void *), void *ctx) {
-    srv_task *t = r->task;
-    for (;;) { /* a client already gone is noticed before the first wait */
-        if (alive && !alive(ctx)) {
-            atomic_store(&t->cancelled, 1);
-            break;
+    srv_task *head = r->task;
+    int gone = 0;
+    for (srv_task *t = head; t && !gone; t = t->sibling)
+        for (;;) { /* a client already gone is noticed before the first wait */
+            if (alive && !alive(ctx)) {
+                gone = 1;
+                break;
+            }
+            if (task_wait(t, INT_MAX, 100)) break;
         }
-        if (task_wait(t, INT_MAX, 100)) break;
-    }
-    pthread_mutex_lock(&t->mu);
-    int done = t->done;
-    pthread_mutex_unlock(&t->mu);
-    if (!done) route_error(r, 499, "client closed the connection");
-    else if (t->res.finish == FINISH_ERROR)
-        reply_json(r, t->res.err_status ? t->res.err_status : 500, error_json(&t->res));
-    else {
-        r->status = 200;
-        r->ctype = "application/json; charset=utf-8";
-        r->body = route_final_json(sv, t);
+    if (gone) {
+        for (srv_task *t = head; t; t = t->sibling) atomic_store(&t->cancelled, 1);
+        route_error(r, 499, "client closed the connection");
+    } else {
+        const srv_result *err = NULL;
+        for (srv_task *t = head; t && !err; t = t->sibling)
+            if (t->res.finish == FINISH_ERROR) err = &t->res;
+        if (err) reply_json(r, err->err_status ? err->err_status : 500, error_json(err));
+        else {
+            r->status = 200;
+            r->ctype = "application/json; charset=utf-8";
+            r->body = route_final_json(sv, head);
+        }
     }
     r->task = NULL;
-    task_release(t);
+    task_release_all(head);
 }

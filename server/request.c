@@ -61,8 +61,8 @@ int opt_bool(json_t *o, const char *k, int *out, perr *e) {
     return 0;
 }
 
-/* content: a string, or an array of {type:"text", text} parts joined together. */
-static char *content_text(json_t *c, perr *e) {
+/* content: a string, or an array of {type:"text", text} parts joined with sep. */
+static char *content_text(json_t *c, const char *sep, perr *e) {
     if (json_is_string(c)) return strdup(json_string_value(c));
     if (json_is_null(c)) return strdup("");
     if (!json_is_array(c)) return bad(e, "'content' must be a string or an array of parts"), NULL;
@@ -77,9 +77,46 @@ static char *content_text(json_t *c, perr *e) {
             sb_free(&b);
             return bad(e, "only text content parts are supported"), NULL;
         }
+        if (i) sb_add(&b, sep, strlen(sep));
         sb_add(&b, text, strlen(text));
     }
+    if (b.oom) sb_free(&b), bad(e, "out of memory");
     return b.s;
+}
+
+/* An optional string field, copied (*out stays NULL when absent or null). */
+static int opt_strdup(json_t *o, const char *k, char **out, perr *e) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return bad(e, "'%s' must be a string", k);
+    return (*out = strdup(json_string_value(v))) ? 0 : bad(e, "out of memory");
+}
+
+/* An optional array field as compact JSON text, for the chat template. */
+static int opt_array_text(json_t *o, const char *k, char **out, perr *e) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_array(v)) return bad(e, "'%s' must be an array", k);
+    return (*out = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY)) ? 0 : bad(e, "out of memory");
+}
+
+static int parse_message(json_t *m, size_t i, chat_msg *cm, perr *e) {
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (!json_is_object(m) || !role) return bad(e, "message %zu needs a 'role'", i);
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool") &&
+        strcmp(role, "developer"))
+        return bad(e, "message %zu has an unknown role '%s'", i, role);
+    json_t *c = json_object_get(m, "content");
+    if (!c && strcmp(role, "assistant")) return bad(e, "All non-assistant messages must contain 'content'");
+    if (!c && !json_object_get(m, "tool_calls"))
+        return bad(e, "Assistant message must contain either 'content' or 'tool_calls'!");
+    if (!(cm->role = strdup(role))) return bad(e, "out of memory");
+    if (!(cm->content = content_text(c ? c : json_null(), "\n", e))) return -1;
+    if (json_is_array(c) && !(cm->cont = content_text(c, "\n\n", e))) return -1;
+    return opt_strdup(m, "reasoning_content", &cm->reasoning_content, e) || opt_strdup(m, "name", &cm->name, e) ||
+            opt_strdup(m, "tool_call_id", &cm->tool_call_id, e) || opt_array_text(m, "tool_calls", &cm->tool_calls, e)
+        ? -1
+        : 0;
 }
 
 static int parse_messages(json_t *o, srv_req *q, perr *e) {
@@ -90,37 +127,83 @@ static int parse_messages(json_t *o, srv_req *q, perr *e) {
     if (!q->msgs) return bad(e, "out of memory");
     size_t i;
     json_t *m;
-    json_array_foreach(ms, i, m) {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        if (!json_is_object(m) || !role) return bad(e, "message %zu needs a 'role'", i);
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool") &&
-            strcmp(role, "developer"))
-            return bad(e, "message %zu has an unknown role '%s'", i, role);
-        json_t *c = json_object_get(m, "content");
-        if (!c && strcmp(role, "assistant")) return bad(e, "message %zu needs 'content'", i);
-        char *text = content_text(c ? c : json_null(), e);
-        if (!text) return -1;
-        q->msgs[q->n_msgs].role = strdup(role);
-        q->msgs[q->n_msgs++].content = text;
+    json_array_foreach(ms, i, m) if (parse_message(m, i, &q->msgs[q->n_msgs++], e)) return -1;
+    return 0;
+}
+
+/* llama-server's continuation: continue_final_message (true, "content" or "reasoning_content"),
+ * else a trailing assistant message is prefilled; either excludes add_generation_prompt. */
+static int parse_continuation(json_t *o, const srv_config *c, srv_req *q, perr *e) {
+    if (opt_bool(o, "add_generation_prompt", &q->add_generation_prompt, e)) return -1;
+    json_t *cf = json_object_get(o, "continue_final_message");
+    const char *mode = json_string_value(cf);
+    q->continue_final = json_is_true(cf)     ? -1
+        : !mode                              ? 0
+        : !strcmp(mode, "content")           ? 1
+        : !strcmp(mode, "reasoning_content") ? 2
+                                             : 0;
+    const chat_msg *last = &q->msgs[q->n_msgs - 1];
+    if (!q->continue_final && c->prefill_assistant && !strcmp(last->role, "assistant")) {
+        if (q->n_msgs >= 2 && !strcmp(q->msgs[q->n_msgs - 2].role, "assistant"))
+            return bad(e, "Cannot have 2 or more assistant messages at the end of the list.");
+        q->continue_final = -1, q->add_generation_prompt = 0;
+    }
+    if (q->continue_final && q->add_generation_prompt)
+        return bad(e, "Cannot set both add_generation_prompt and continue_final_message to true.");
+    if (q->continue_final && !strcmp(last->role, "assistant") && last->tool_calls && strcmp(last->tool_calls, "[]"))
+        return bad(e, "Cannot continue an assistant message that contains tool calls.");
+    if (q->continue_final == -1) /* auto: the reasoning when it is all the message holds */
+        q->continue_final = last->reasoning_content && *last->reasoning_content && !*last->content ? 2 : 1;
+    return 0;
+}
+
+static int parse_chat(json_t *o, const srv_config *c, srv_req *q, perr *e) {
+    return parse_messages(o, q, e) || parse_continuation(o, c, q, e) || opt_array_text(o, "tools", &q->tools, e) ? -1
+                                                                                                                 : 0;
+}
+
+/* One prompt as llama-server reads it: a string; an array of token ids; an array mixing texts
+ * and ids (one sequence); or {"prompt_string": ...} (multimodal_data is refused: no vision). */
+static int prompt_one(json_t *p, srv_prompt *out, perr *e) {
+    if (json_is_object(p)) {
+        if (json_object_get(p, "multimodal_data"))
+            return bad(e, "multimodal data provided, but the model does not support multimodal requests");
+        json_t *s = json_object_get(p, "prompt_string");
+        if (!json_is_string(s) && !json_is_array(s)) return bad(e, "a prompt object needs a 'prompt_string'");
+        return prompt_one(s, out, e);
+    }
+    size_t n = json_is_array(p) ? json_array_size(p) : 1, i;
+    if (!json_is_array(p) && !json_is_string(p))
+        return bad(e, "'prompt' elements must be strings, token ids, arrays of them or prompt objects");
+    out->parts = calloc(n ? n : 1, sizeof *out->parts);
+    if (!out->parts) return bad(e, "out of memory");
+    for (i = 0; i < n; i++) {
+        json_t *v = json_is_array(p) ? json_array_get(p, i) : p;
+        prompt_part *pp = &out->parts[out->n_parts];
+        if (json_is_string(v)) {
+            if (!(pp->text = strdup(json_string_value(v)))) return bad(e, "out of memory");
+        } else if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX) {
+            pp->tok = (int32_t)json_integer_value(v);
+        } else return bad(e, "'prompt' holds a bad token id or element");
+        out->n_parts++;
     }
     return 0;
 }
 
+/* A batch is an array without token ids at its top level: one prompt per element. */
 static int parse_prompt(json_t *o, srv_req *q, perr *e) {
     json_t *p = json_object_get(o, "prompt");
-    if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
-        p = json_array_get(p, 0); /* a batch of one prompt */
-    if (json_is_string(p)) return (q->prompt = strdup(json_string_value(p))) ? 0 : bad(e, "out of memory");
-    if (!json_is_array(p)) return bad(e, "'prompt' must be a string or an array of token ids");
-    size_t n = json_array_size(p), i;
-    q->prompt_toks = malloc((n ? n : 1) * sizeof *q->prompt_toks);
-    if (!q->prompt_toks) return bad(e, "out of memory");
-    json_t *t;
-    json_array_foreach(p, i, t) {
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
-            return bad(e, "'prompt' holds more than one prompt or a bad token id");
-        q->prompt_toks[q->n_prompt_toks++] = (int32_t)json_integer_value(t);
-    }
+    if (!p || json_is_null(p)) return bad(e, "'prompt' is required");
+    int batch = json_is_array(p);
+    size_t i, n = batch ? json_array_size(p) : 1;
+    json_t *v;
+    if (batch) json_array_foreach(p, i, v) if (json_is_integer(v)) batch = 0, n = 1;
+    if (!n) return bad(e, "'prompt' must not be empty");
+    if (n > MAX_PROMPTS) return bad(e, "'prompt' holds more than %d prompts", MAX_PROMPTS);
+    q->prompts = calloc(n, sizeof *q->prompts);
+    if (!q->prompts) return bad(e, "out of memory");
+    for (i = 0; i < n; i++, q->n_prompts++)
+        if (prompt_one(batch ? json_array_get(p, i) : p, &q->prompts[i], e)) return q->n_prompts++, -1;
     return 0;
 }
 
@@ -199,17 +282,32 @@ static int parse_format_and_thinking(json_t *o, srv_req *q, perr *e) {
         if (!strcmp(type, "json_object") || !strcmp(type, "json_schema")) q->json_object = 1;
         else if (strcmp(type, "text")) return bad(e, "unsupported response_format type '%s'", type);
     }
+    json_t *rfmt = json_object_get(o, "reasoning_format");
+    if (rfmt && !json_is_null(rfmt)) {
+        int f = json_is_string(rfmt) ? reasoning_format_from_name(json_string_value(rfmt)) : -1;
+        if (f < 0) return bad(e, "'reasoning_format' must be one of none, auto, deepseek, deepseek-legacy");
+        q->reasoning_format = f;
+    }
     json_t *kw = json_object_get(o, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {
         if (!json_is_object(kw)) return bad(e, "'chat_template_kwargs' must be an object");
+        if (json_is_string(json_object_get(kw, "enable_thinking")))
+            return bad(e, "invalid type for \"enable_thinking\" (expected boolean, got string)");
         if (opt_bool(kw, "enable_thinking", &q->enable_thinking, e)) return -1;
     }
     json_t *re = json_object_get(o, "reasoning_effort");
-    if (re && !json_is_null(re)) {
-        if (!json_is_string(re)) return bad(e, "'reasoning_effort' must be a string");
-        if (!strcmp(json_string_value(re), "none")) q->enable_thinking = 0;
-    }
-    return 0;
+    if (re && !json_is_null(re) && !json_is_string(re)) return bad(e, "'reasoning_effort' must be a string");
+    const char *effort = json_string_value(re);
+    if (effort && !strcmp(effort, "none")) q->enable_thinking = 0;
+    /* the template sees the kwargs and a reasoning_effort other than none */
+    json_t *vars = json_is_object(kw) ? json_deep_copy(kw) : json_object();
+    if (vars && effort && *effort && strcmp(effort, "none"))
+        json_object_set_new(vars, "reasoning_effort", json_string(effort));
+    else if (vars && effort) json_object_del(vars, "reasoning_effort");
+    q->tmpl_vars = vars && json_object_size(vars) ? json_dumps(vars, JSON_COMPACT) : NULL;
+    int oom = !vars || (json_object_size(vars) && !q->tmpl_vars);
+    json_decref(vars);
+    return oom ? bad(e, "out of memory") : 0;
 }
 
 static int parse_sampling(json_t *o, srv_req *q, perr *e) {
@@ -256,27 +354,149 @@ static int parse_logprobs(json_t *o, srv_endpoint ep, srv_req *q, perr *e) {
     return 0;
 }
 
-int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
-                size_t errlen) {
-    perr e = {err, errlen};
+/* What the reply carries besides the text: choices, tokens, fields, probabilities, progress. */
+static int parse_reply_shape(json_t *o, srv_req *q, perr *e) {
+    if (opt_int(o, "n", 1, MAX_PROMPTS, &q->n_choices, e) || opt_bool(o, "return_tokens", &q->return_tokens, e) ||
+        opt_bool(o, "post_sampling_probs", &q->post_sampling_probs, e) ||
+        opt_bool(o, "return_progress", &q->return_progress, e) ||
+        opt_bool(o, "timings_per_token", &q->timings_per_token, e) || opt_bool(o, "verbose", &q->verbose, e))
+        return -1;
+    if (q->n_choices * (q->n_prompts ? q->n_prompts : 1) > MAX_PROMPTS)
+        return bad(e, "a request may start at most %d completions (prompts times n)", MAX_PROMPTS);
+    json_t *rf = json_object_get(o, "response_fields");
+    if (!rf || json_is_null(rf)) return 0;
+    if (!json_is_array(rf) || json_array_size(rf) > 64) return bad(e, "'response_fields' must be up to 64 strings");
+    size_t n = json_array_size(rf), i;
+    json_t *v;
+    q->response_fields = calloc(n + 1, sizeof *q->response_fields);
+    if (!q->response_fields) return bad(e, "out of memory");
+    json_array_foreach(rf, i, v) {
+        if (!json_is_string(v)) return bad(e, "'response_fields' must hold strings");
+        if (!(q->response_fields[q->n_response_fields] = strdup(json_string_value(v)))) return bad(e, "out of memory");
+        q->n_response_fields++;
+    }
+    return 0;
+}
+
+/* A text part, as the OpenAI chat body has it. */
+static json_t *text_part(const char *text) { return json_pack("{s:s,s:s}", "type", "text", "text", text); }
+
+/* Content in another API's shape (a string, or blocks/parts whose types in `kinds` carry
+ * "text") as OpenAI chat content: a string or text parts. NULL with e set. */
+static json_t *content_as_chat(json_t *c, const char *const *kinds, perr *e) {
+    if (json_is_string(c)) return json_incref(c);
+    if (!json_is_array(c)) return bad(e, "'content' must be a string or an array of blocks"), NULL;
+    json_t *parts = json_array();
+    size_t i;
+    json_t *b;
+    json_array_foreach(c, i, b) {
+        const char *type = json_string_value(json_object_get(b, "type"));
+        const char *text = json_string_value(json_object_get(b, "text"));
+        int ok = 0;
+        for (const char *const *k = kinds; type && *k && !ok; k++) ok = !strcmp(type, *k);
+        if (!ok || !text) {
+            json_decref(parts);
+            return bad(e, "content blocks of type '%s' are not supported", type ? type : "?"), NULL;
+        }
+        json_array_append_new(parts, text_part(text));
+    }
+    return parts;
+}
+
+static int push_message(json_t *ms, const char *role, json_t *content) {
+    if (!content) return -1;
+    json_array_append_new(ms, json_pack("{s:s,s:o}", "role", role, "content", content));
+    return 0;
+}
+
+/* The messages of an OpenAI Responses body: `instructions` as the system message, `input` a
+ * text (one user message) or message items. */
+static int messages_of_responses(json_t *o, json_t *ms, perr *e) {
+    static const char *const kinds[] = {"input_text", "output_text", "text", NULL};
+    json_t *ins = json_object_get(o, "instructions"), *in = json_object_get(o, "input");
+    if (json_is_string(ins) && push_message(ms, "system", json_incref(ins))) return -1;
+    if (json_is_string(in)) return push_message(ms, "user", json_incref(in));
+    if (!json_is_array(in)) return bad(e, "'input' must be a string or an array of items");
+    size_t i;
+    json_t *it;
+    json_array_foreach(in, i, it) {
+        const char *role = json_string_value(json_object_get(it, "role"));
+        const char *type = json_string_value(json_object_get(it, "type"));
+        if (!role || (type && strcmp(type, "message")))
+            return bad(e, "input items of type '%s' are not supported", type ? type : "?");
+        if (push_message(ms, role, content_as_chat(json_object_get(it, "content"), kinds, e))) return -1;
+    }
+    return 0;
+}
+
+/* The messages of an Anthropic Messages body: `system` (a text or text blocks) first. */
+static int messages_of_anthropic(json_t *o, json_t *ms, perr *e) {
+    static const char *const kinds[] = {"text", NULL};
+    json_t *sys = json_object_get(o, "system"), *in = json_object_get(o, "messages");
+    if (sys && !json_is_null(sys) && push_message(ms, "system", content_as_chat(sys, kinds, e))) return -1;
+    if (!json_is_array(in)) return bad(e, "'messages' must be an array");
+    size_t i;
+    json_t *m;
+    json_array_foreach(in, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role) return bad(e, "message %zu needs a 'role'", i);
+        if (push_message(ms, role, content_as_chat(json_object_get(m, "content"), kinds, e))) return -1;
+    }
+    return 0;
+}
+
+/* A request body already read as an object; q is freed on error. */
+static int parse_object(srv_endpoint ep, json_t *o, const srv_config *c, srv_req *q, perr *e) {
     memset(q, 0, sizeof *q);
     q->ep = ep;
     q->n_predict = c->n_predict;
     q->sp = c->sp;
-    q->enable_thinking = 1;
+    q->enable_thinking = c->reasoning != 0;
+    q->reasoning_format = c->reasoning_format;
     q->cache_prompt = 1;
     q->id_slot = -1;
     q->add_generation_prompt = 1;
+    q->n_choices = 1;
+    q->verbose = c->verbose;
+    int rc = -1;
+    if (!(ep == EP_CHAT ? parse_chat(o, c, q, e) : parse_prompt(o, q, e)) && !parse_sampling(o, q, e) &&
+        !parse_limits(o, q, e) && !parse_stop(o, q, e) && !parse_bias(o, q, e) && !parse_logprobs(o, ep, q, e) &&
+        !parse_format_and_thinking(o, q, e) && !parse_reply_shape(o, q, e))
+        rc = 0;
+    if (rc) srv_req_free(q);
+    return rc;
+}
+
+int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
+                         size_t errlen) {
+    perr e = {err, errlen};
+    memset(q, 0, sizeof *q);
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *chat = NULL;
+    if (!o) return bad(&e, "invalid JSON: %s", je.text);
+    int rc = -1;
+    if (!json_is_object(o)) bad(&e, "the request body must be a JSON object");
+    else if (d == DIALECT_OPENAI) chat = json_incref(o);
+    else {
+        json_t *ms = json_array();
+        if (!(d == DIALECT_RESPONSES ? messages_of_responses(o, ms, &e) : messages_of_anthropic(o, ms, &e)))
+            chat = json_pack("{s:o}", "messages", json_incref(ms));
+        json_decref(ms);
+    }
+    if (chat) rc = parse_object(EP_CHAT, chat, c, q, &e);
+    json_decref(chat);
+    json_decref(o);
+    return rc;
+}
+
+int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
+                size_t errlen) {
+    perr e = {err, errlen};
+    memset(q, 0, sizeof *q);
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    int rc = -1;
-    if (!o) bad(&e, "invalid JSON: %s", je.text);
-    else if (!json_is_object(o)) bad(&e, "the request body must be a JSON object");
-    else if (!(ep == EP_CHAT ? parse_messages(o, q, &e) : parse_prompt(o, q, &e)) && !parse_sampling(o, q, &e) &&
-             !parse_limits(o, q, &e) && !parse_stop(o, q, &e) && !parse_bias(o, q, &e) &&
-             !parse_logprobs(o, ep, q, &e) && !parse_format_and_thinking(o, q, &e))
-        rc = 0;
+    if (!o) return bad(&e, "invalid JSON: %s", je.text);
+    int rc = json_is_object(o) ? parse_object(ep, o, c, q, &e) : bad(&e, "the request body must be a JSON object");
     json_decref(o);
-    if (rc) srv_req_free(q);
     return rc;
 }

@@ -21,6 +21,17 @@ void srv_config_defaults(srv_config *c) {
     c->body_max = 16u << 20;
     c->cors_origins = "*";
     c->sp = trit_sampler_default_params();
+    c->cors_methods = "GET, POST, DELETE, OPTIONS";
+    c->cors_headers = "*";
+    c->cors_credentials = 1;
+    c->models_max = 4;
+    c->models_autoload = 1;
+    c->repack = 1;
+    c->sleep_idle_s = -1;
+    c->jinja = 1;
+    c->prefill_assistant = 1;
+    c->reasoning = -1;
+    c->reasoning_budget = -1;
 }
 
 /* ---- prompts ---- */
@@ -64,28 +75,56 @@ static int resolve_bias(const trit_model *m, srv_req *q) {
     return 0;
 }
 
-/* The prompt tokens of a parsed request; NULL with an error reply. */
-static int32_t *prompt_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
-    int n_vocab = trit_model_n_vocab(sv->model);
-    if (q->prompt_toks) {
-        for (int i = 0; i < q->n_prompt_toks; i++)
-            if (q->prompt_toks[i] >= n_vocab)
-                return errorf(r, 400, "token id %d is outside the vocabulary", q->prompt_toks[i]), NULL;
-        int32_t *t = q->prompt_toks;
-        *n = q->n_prompt_toks;
-        q->prompt_toks = NULL, q->n_prompt_toks = 0;
-        return t;
+/* The tokens of one completion prompt: texts tokenized (BOS only before a leading text, as
+ * llama-server does it), ids checked against the vocabulary. NULL with an error reply. */
+static int32_t *prompt_tokens(server *sv, const srv_prompt *p, int *n, route_reply *r) {
+    int n_vocab = trit_model_n_vocab(sv->model), cap = 0;
+    for (int i = 0; i < p->n_parts; i++) {
+        size_t len = p->parts[i].text ? strlen(p->parts[i].text) : 0;
+        if (len > (size_t)INT_MAX / 2 - (size_t)cap - 16) return route_error(r, 400, "the prompt is too long"), NULL;
+        cap += p->parts[i].text ? (int)len + 8 : 1;
     }
+    int32_t *t = malloc(((size_t)cap + 1) * sizeof *t);
+    if (!t) return route_error(r, 500, "out of memory"), NULL;
+    *n = 0;
+    for (int i = 0; i < p->n_parts; i++) {
+        const prompt_part *pp = &p->parts[i];
+        if (!pp->text) {
+            if (pp->tok >= n_vocab) {
+                free(t);
+                return errorf(r, 400, "token id %d is outside the vocabulary", pp->tok), NULL;
+            }
+            t[(*n)++] = pp->tok;
+            continue;
+        }
+        int k = trit_tokenize(sv->model, pp->text, strlen(pp->text), i == 0, 1, t + *n, cap - *n);
+        if (k < 0) return free(t), route_error(r, 400, "the prompt cannot be tokenized"), NULL;
+        *n += k;
+    }
+    return t;
+}
+
+/* The prompt of a chat request: its messages rendered by the chat template. */
+static int32_t *chat_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
     char err[512] = "";
-    char *text = NULL;
-    if (q->ep == EP_CHAT &&
-        !(text = render_chat(sv->model, q->msgs, q->n_msgs, q->add_generation_prompt, q->enable_thinking, err,
-                             sizeof err)))
-        return route_error(r, 400, err), NULL;
-    int32_t *t = tokenize(sv->model, text ? text : q->prompt, 1, 1, n);
+    char *text = render_chat(sv->model, &sv->cfg, q, err, sizeof err);
+    if (!text) return route_error(r, 400, err), NULL;
+    int32_t *t = tokenize(sv->model, text, 1, 1, n);
     free(text);
     if (!t) route_error(r, 400, "the prompt cannot be tokenized");
     return t;
+}
+
+/* The text of a prompt's tokens, special tokens included (the native reply's "prompt"). */
+static char *tokens_text(const trit_model *m, const int32_t *t, int n) {
+    strbuf b = {0};
+    if (sb_add(&b, "", 0)) return NULL;
+    for (int i = 0; i < n; i++) {
+        char buf[256];
+        int k = trit_token_to_piece(m, t[i], buf, sizeof buf, 1);
+        if (k > 0 && sb_add(&b, buf, (size_t)k)) return sb_free(&b), NULL;
+    }
+    return b.s;
 }
 
 static void random_id(char *out, size_t n, const char *prefix, int task) {
@@ -99,44 +138,101 @@ static void random_id(char *out, size_t n, const char *prefix, int task) {
     out[k] = 0;
 }
 
+/* Whether a prompt of n tokens fits a slot; otherwise an error reply as llama-server's. */
+static int prompt_fits(server *sv, int n, route_reply *r) {
+    int ctx = sched_slot_ctx(sv->sch);
+    if (n == 0) return route_error(r, 400, "the prompt is empty"), 0;
+    if (n <= ctx) return 1;
+    char err[160];
+    snprintf(err, sizeof err, "request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
+             n, ctx);
+    json_t *j = error_obj(400, "exceed_context_size_error", err);
+    json_object_set_new(json_object_get(j, "error"), "n_prompt_tokens", json_integer(n));
+    json_object_set_new(json_object_get(j, "error"), "n_ctx", json_integer(ctx));
+    reply_json(r, 400, j);
+    return 0;
+}
+
+/* The request's tasks, one per prompt and choice, chained by sibling; every prompt is tokenized
+ * and checked before any task exists. NULL with an error reply. */
+static srv_task *make_tasks(server *sv, srv_req *q, route_reply *r) {
+    int n_prompts = q->ep == EP_CHAT ? 1 : q->n_prompts, n_tasks = n_prompts * q->n_choices;
+    int32_t *toks[MAX_PROMPTS] = {0};
+    int nt[MAX_PROMPTS] = {0}, ok = 1;
+    for (int p = 0; p < n_prompts && ok; p++) {
+        toks[p] = q->ep == EP_CHAT ? chat_tokens(sv, q, &nt[p], r) : prompt_tokens(sv, &q->prompts[p], &nt[p], r);
+        ok = toks[p] && prompt_fits(sv, nt[p], r);
+    }
+    srv_task *head = NULL, **tail = &head;
+    for (int k = 0; k < n_tasks && ok; k++) {
+        int p = k / q->n_choices;
+        srv_req c;
+        int32_t *pt = malloc(((size_t)nt[p] + 1) * sizeof *pt);
+        srv_task *t = NULL;
+        if (pt && !srv_req_copy(&c, q)) {
+            memcpy(pt, toks[p], (size_t)nt[p] * sizeof *pt);
+            if (!(t = task_new(&c, pt, nt[p]))) srv_req_free(&c);
+        }
+        if (!t) {
+            free(pt);
+            ok = 0;
+            route_error(r, 500, "out of memory");
+            break;
+        }
+        t->index = k;
+        if (q->ep == EP_NATIVE || q->verbose) t->prompt_text = tokens_text(sv->model, t->prompt, t->n_prompt);
+        *tail = t, tail = &t->sibling;
+    }
+    for (int p = 0; p < n_prompts; p++) free(toks[p]);
+    if (!ok) {
+        for (srv_task *t = head; t; t = t->sibling) task_release(t); /* the scheduler's reference */
+        task_release_all(head);
+        return NULL;
+    }
+    return head;
+}
+
 static void completion(server *sv, srv_endpoint ep, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
     if (route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
-    int n = 0;
-    int32_t *toks = prompt_tokens(sv, &q, &n, r);
-    int ctx = sched_slot_ctx(sv->sch);
-    if (!toks) return srv_req_free(&q);
-    if (n == 0 || n > ctx || resolve_bias(sv->model, &q)) {
-        if (n == 0) route_error(r, 400, "the prompt is empty");
-        else if (n > ctx) {
-            snprintf(err, sizeof err,
-                     "request (%d tokens) exceeds the available context size (%d tokens), try increasing it", n, ctx);
-            json_t *j = error_obj(400, "exceed_context_size_error", err);
-            json_object_set_new(json_object_get(j, "error"), "n_prompt_tokens", json_integer(n));
-            json_object_set_new(json_object_get(j, "error"), "n_ctx", json_integer(ctx));
-            reply_json(r, 400, j);
-        } else route_error(r, 500, "out of memory");
-        free(toks);
-        return srv_req_free(&q);
-    }
+    if (resolve_bias(sv->model, &q)) return srv_req_free(&q), route_error(r, 500, "out of memory");
     if (q.id_slot >= sv->cfg.n_parallel) q.id_slot = -1;
-    srv_task *t = task_new(&q, toks, n);
-    if (!t) return free(toks), srv_req_free(&q), route_error(r, 500, "out of memory");
+    srv_task *head = make_tasks(sv, &q, r);
+    srv_req_free(&q);
+    if (!head) return;
     char id[64];
-    random_id(id, sizeof id, ep == EP_CHAT ? "chatcmpl-" : "cmpl-", t->id);
-    t->id_str = strdup(id);
-    if (sched_submit(sv->sch, t)) {
-        task_release(t), task_release(t);
+    random_id(id, sizeof id, ep == EP_CHAT ? "chatcmpl-" : "cmpl-", head->id);
+    srv_task *t = head;
+    for (; t; t = t->sibling)
+        if (!(t->id_str = strdup(id)) || sched_submit(sv->sch, t)) break;
+    if (t) { /* the queue is full: end the ones queued, drop the scheduler's reference of the rest */
+        for (srv_task *u = head; u; u = u->sibling) atomic_store(&u->cancelled, 1);
+        for (; t; t = t->sibling) task_release(t);
+        task_release_all(head);
         return route_error(r, 503, "the server is busy: the request queue is full");
     }
-    r->task = t;
-    r->stream = t->req.stream;
+    r->task = head;
+    r->stream = head->req.stream;
     r->status = 200;
     r->ctype = r->stream ? "text/event-stream" : "application/json; charset=utf-8";
 }
 
 /* ---- simple endpoints ---- */
+
+/* The prompt tokens a conversation would have, without running it. */
+static void count_tokens(server *sv, srv_dialect d, const char *body, size_t len, route_reply *r) {
+    char err[512];
+    srv_req q;
+    if (route_parse_messages(d, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+    int n = 0;
+    int32_t *t = chat_tokens(sv, &q, &n, r);
+    json_t *j = t ? json_pack("{s:i}", "input_tokens", n) : NULL;
+    if (j && d != DIALECT_ANTHROPIC) json_object_set_new(j, "object", json_string("response.input_tokens"));
+    if (j) reply_json(r, 200, j);
+    free(t);
+    srv_req_free(&q);
+}
 
 static void health(server *sv, route_reply *r) {
     if (!atomic_load(&sv->ready)) return route_error(r, 503, "Loading model");
@@ -144,13 +240,15 @@ static void health(server *sv, route_reply *r) {
 }
 
 static void models(server *sv, route_reply *r) {
-    trit_model_info mi = trit_model_get_info(sv->model);
-    json_t *meta = json_pack("{s:i,s:i,s:i,s:i,s:I,s:I}", "vocab_type", 0, "n_vocab", mi.n_vocab, "n_ctx_train",
-                             trit_model_n_ctx_train(sv->model), "n_embd", mi.n_embd, "n_params",
-                             (json_int_t)mi.n_params, "size", (json_int_t)mi.n_bytes);
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", model_id(sv), "object", "model", "created",
-                          (json_int_t)sv->started, "owned_by", "llamacpp", "meta", meta);
-    reply_json(r, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
+    srv_model_info mi = {.id = model_id(sv),
+                         .path = sv->cfg.model_path,
+                         .aliases = sv->cfg.alias,
+                         .tags = sv->cfg.tags,
+                         .info = trit_model_get_info(sv->model),
+                         .n_ctx_train = trit_model_n_ctx_train(sv->model),
+                         .slot_ctx = sched_slot_ctx(sv->sch),
+                         .loaded = 1};
+    reply_json(r, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", model_json(&mi, sv->started, 0)));
 }
 
 static json_t *load_object(const char *body, size_t len, route_reply *r) {
@@ -225,16 +323,10 @@ static void apply_template(server *sv, const char *body, size_t len, route_reply
     char err[512];
     srv_req q;
     if (route_parse(EP_CHAT, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
-    json_t *o = json_loadb(body, len, 0, NULL);
-    perr e = {err, sizeof err};
-    if (opt_bool(o, "add_generation_prompt", &q.add_generation_prompt, &e)) route_error(r, 400, err);
-    else {
-        char *p = render_chat(sv->model, q.msgs, q.n_msgs, q.add_generation_prompt, q.enable_thinking, err, sizeof err);
-        if (p) reply_json(r, 200, json_pack("{s:o}", "prompt", jstr(p)));
-        else route_error(r, 400, err);
-        free(p);
-    }
-    json_decref(o);
+    char *p = render_chat(sv->model, &sv->cfg, &q, err, sizeof err); /* the chat prompt, as llama-server's */
+    if (p) reply_json(r, 200, json_pack("{s:o}", "prompt", jstr(p)));
+    else route_error(r, 400, err);
+    free(p);
     srv_req_free(&q);
 }
 
@@ -245,12 +337,14 @@ static void props(server *sv, route_reply *r) {
                                (double)sp->repeat_penalty, "repeat_last_n", sp->repeat_last_n, "seed",
                                sp->seed == TRIT_DEFAULT_SEED ? (json_int_t)-1 : (json_int_t)sp->seed, "n_predict",
                                sv->cfg.n_predict);
-    json_t *j = json_pack(
-        "{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}", "default_generation_settings", "n_ctx",
-        sched_slot_ctx(sv->sch), "params", params, "total_slots", sv->cfg.n_parallel, "model_path", sv->cfg.model_path,
-        "chat_template", trit_model_chat_template(sv->model) ? trit_model_chat_template(sv->model) : "chatml",
-        "chat_template_caps", "supports_system_role", 1, "supports_thinking", 1, "supports_tools", 0, "modalities",
-        "vision", 0, "build_info", FINGERPRINT, "is_sleeping", 0, "response_format_enforced", 0);
+    const char *tmpl = sv->cfg.chat_template ? sv->cfg.chat_template : trit_model_chat_template(sv->model);
+    if (!tmpl) tmpl = "chatml";
+    json_t *j =
+        json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}", "default_generation_settings",
+                  "n_ctx", sched_slot_ctx(sv->sch), "params", params, "total_slots", sv->cfg.n_parallel, "model_path",
+                  sv->cfg.model_path, "chat_template", tmpl, "chat_template_caps", "supports_system_role", 1,
+                  "supports_thinking", 1, "supports_tools", 0, "modalities", "vision", 0, "build_info", FINGERPRINT,
+                  "is_sleeping", 0, "response_format_enforced", 0);
     reply_json(r, 200, j);
 }
 
@@ -261,11 +355,14 @@ static void slots(server *sv, const char *query, route_reply *r) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) {
         busy += si[i].is_processing;
-        json_array_append_new(a,
-                              json_pack("{s:i,s:i,s:i,s:b,s:i,s:{s:b,s:i,s:i}}", "id", si[i].id, "id_task",
-                                        si[i].id_task, "n_ctx", si[i].n_ctx, "is_processing", si[i].is_processing,
-                                        "n_past", si[i].n_past, "next_token", "has_next_token", si[i].is_processing,
-                                        "n_remain", si[i].n_remain, "n_decoded", si[i].n_decoded));
+        /* an idle slot reports no budget and nothing decoded, as llama-server's after a task */
+        int on = si[i].is_processing;
+        json_t *o = json_pack("{s:i,s:i,s:b,s:b,s:i,s:[{s:b,s:b,s:i,s:i}]}", "id", si[i].id, "n_ctx", si[i].n_ctx,
+                              "speculative", 0, "is_processing", on, "n_prompt_tokens", si[i].n_past, "next_token",
+                              "has_next_token", on, "has_new_line", 0, "n_remain", on ? si[i].n_remain : -1,
+                              "n_decoded", on ? si[i].n_decoded : 0);
+        if (on) json_object_set_new(o, "id_task", json_integer(si[i].id_task));
+        json_array_append_new(a, o);
     }
     if (query && strstr(query, "fail_on_no_slot=1") && busy == n) {
         json_decref(a);
@@ -277,13 +374,63 @@ static void slots(server *sv, const char *query, route_reply *r) {
 static void metrics(server *sv, route_reply *r) {
     if (!sv->cfg.metrics) return route_error(r, 501, "This server does not support metrics endpoint.");
     srv_metrics m;
-    sched_metrics(sv->sch, &m);
+    sched_metrics(sv->sch, &m, 1);
     r->status = 200;
     r->ctype = "text/plain; version=0.0.4";
     r->body = metrics_text(&m);
 }
 
 /* ---- dispatch ---- */
+
+/* A slot file's name as llama-server accepts it (fs_validate_filename): no path separators or
+ * characters Windows forbids, no control characters, no "..", no leading or trailing space, no
+ * trailing dot, at most 255 bytes. Bytes past ASCII pass: the file system takes them as they are. */
+static int valid_filename(const char *f) {
+    size_t n = strlen(f);
+    if (!n || n > 255 || f[0] == ' ' || f[n - 1] == ' ' || f[n - 1] == '.' || strstr(f, "..")) return 0;
+    for (const unsigned char *p = (const unsigned char *)f; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || strchr("/\\:*?\"<>|", *p)) return 0;
+    return 1;
+}
+
+/* POST /slots/{id}?action=save|restore|erase, with {"filename": ...} for the first two. */
+static void slot_action_route(server *sv, const char *path, const char *query, const char *body, size_t len,
+                              route_reply *r) {
+    if (!sv->cfg.slot_save_path)
+        return route_error(r, 501, "This server does not support slots action. Start it with `--slot-save-path`");
+    char *end;
+    long id = strtol(path + 7, &end, 10);
+    if (end == path + 7 || *end || id < 0 || id > INT_MAX) return route_error(r, 400, "Invalid slot ID");
+    const char *act = query ? strstr(query, "action=") : NULL;
+    size_t alen = act ? strcspn(act += 7, "&") : 0;
+    slot_action a = alen == 4 && !strncmp(act, "save", 4) ? SLOT_SAVE
+        : alen == 7 && !strncmp(act, "restore", 7)        ? SLOT_RESTORE
+        : alen == 5 && !strncmp(act, "erase", 5)          ? SLOT_ERASE
+                                                          : (slot_action)-1;
+    if ((int)a < 0) return route_error(r, 400, "Invalid action");
+    char file[4096] = "";
+    const char *name = NULL;
+    json_t *o = NULL;
+    if (a != SLOT_ERASE) {
+        if (!(o = load_object(body, len, r))) return;
+        name = json_string_value(json_object_get(o, "filename"));
+        if (!name || !valid_filename(name)) {
+            json_decref(o);
+            return route_error(r, 400, "Invalid filename");
+        }
+        snprintf(file, sizeof file, "%s/%s", sv->cfg.slot_save_path, name);
+    }
+    slot_action_result res;
+    if (sched_slot_action(sv->sch, (int)id, a, file, &res)) route_error(r, res.status, res.err);
+    else if (a == SLOT_ERASE) reply_json(r, 200, json_pack("{s:i,s:i}", "id_slot", (int)id, "n_erased", res.n_tokens));
+    else
+        reply_json(r, 200,
+                   json_pack("{s:i,s:s,s:i,s:I,s:{s:f}}", "id_slot", (int)id, "filename", name,
+                             a == SLOT_SAVE ? "n_saved" : "n_restored", res.n_tokens,
+                             a == SLOT_SAVE ? "n_written" : "n_read", (json_int_t)res.n_bytes, "timings",
+                             a == SLOT_SAVE ? "save_ms" : "restore_ms", res.t_ms));
+    json_decref(o);
+}
 
 static int path_is(const char *path, const char *a) {
     return !strcmp(path, a) || (!strncmp(path, "/v1", 3) && !strcmp(path + 3, a));
@@ -338,17 +485,24 @@ void route_request(server *sv, const char *method, const char *url, const route_
     }
     if (get && path_is(path, "/health")) return health(sv, r);
     if (!atomic_load(&sv->ready)) return route_error(r, 503, "Loading model");
-    if (get && path_is(path, "/models")) return models(sv, r);
     if (!authorized(sv, h)) return route_error(r, 401, "Invalid API Key");
     if (len > sv->cfg.body_max) return errorf(r, 413, "the request body exceeds %zu bytes", sv->cfg.body_max);
+    if (sv->models) return shell_route(sv, method, path, url, h, body, len, r);
+    if (get && path_is(path, "/models")) return models(sv, r);
     if (post && path_is(path, "/chat/completions")) return completion(sv, EP_CHAT, body, len, r);
-    if (post && path_is(path, "/completions")) return completion(sv, EP_CMPL, body, len, r);
-    if (post && !strcmp(path, "/completion")) return completion(sv, EP_NATIVE, body, len, r);
+    if (post && path_is(path, "/chat/completions/input_tokens")) return count_tokens(sv, DIALECT_OPENAI, body, len, r);
+    if (post && path_is(path, "/responses/input_tokens")) return count_tokens(sv, DIALECT_RESPONSES, body, len, r);
+    if (post && path_is(path, "/messages/count_tokens")) return count_tokens(sv, DIALECT_ANTHROPIC, body, len, r);
+    /* /completion and /completions are llama-server's native handler; /v1/completions is OpenAI's */
+    if (post && !strcmp(path, "/v1/completions")) return completion(sv, EP_CMPL, body, len, r);
+    if (post && (!strcmp(path, "/completion") || !strcmp(path, "/completions")))
+        return completion(sv, EP_NATIVE, body, len, r);
     if (post && path_is(path, "/tokenize")) return tokenize_route(sv, body, len, r);
     if (post && path_is(path, "/detokenize")) return detokenize_route(sv, body, len, r);
     if (post && path_is(path, "/apply-template")) return apply_template(sv, body, len, r);
     if (get && path_is(path, "/props")) return props(sv, r);
     if (get && !strcmp(path, "/slots")) return slots(sv, query, r);
+    if (post && !strncmp(path, "/slots/", 7)) return slot_action_route(sv, path, query, body, len, r);
     if (get && !strcmp(path, "/metrics")) return metrics(sv, r);
     route_error(r, 404, "File Not Found");
 }

@@ -8,6 +8,8 @@
 #include "server.h"
 
 #define FINGERPRINT "b1-trit"
+/* Tasks one request may start (prompts times n). */
+#define MAX_PROMPTS 64
 
 /* ---- request.c ---- */
 /* Where a parse error's one-line message goes. */
@@ -32,5 +34,12 @@ json_t *jstr(const char *s);
 json_t *bytes_of(const char *s);
 /* The model's id in replies: the alias, else the model path. */
 const char *model_id(const server *sv);
+
+/* ---- shell.c ---- */
+/* A /v1/models entry (router: with its load status). */
+json_t *model_json(const srv_model_info *mi, long created, int router);
+/* The requests of a server with a model table (sv->models), past the key check. */
+void shell_route(server *sv, const char *method, const char *path, const char *url, const route_headers *h,
+                 const char *body, size_t len, route_reply *r);
 
 #endif

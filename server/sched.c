@@ -2,10 +2,17 @@
  * generating slot plus a chunk of every new prompt into one trit_eval_batch call (one fused
  * forward pass once the library fuses it), so prompts interleave with running decodes.
  *
- * Prompt cache: sessions cannot rewind, so a slot reuses its live session only when the old
- * tokens are a prefix of the new prompt, and otherwise resumes from a checkpoint (a session copy
- * taken just before the last prompt token, which covers "same conversation, new turn" and
- * "regenerate"), or restarts the prompt. */
+ * Prompt cache: a slot keeps the tokens its session holds; a new prompt rewinds the session to
+ * the longest prefix it shares with them (trit_session_truncate) and evaluates the rest. A
+ * recurrent model (qwen35) rewinds only to its checkpoints, taken before each prompt's last token
+ * ("regenerate") and where each reply ends ("the next turn"), or to 0.
+ * Context: without --context-shift a slot stops one token before its context is full, with
+ * `truncated` set; with it, a full slot drops half its tokens after the kept prefix and goes on.
+ * --kv-unified gives every slot the whole context, which they share as llama.cpp's one KV pool:
+ * when their tokens together would overflow it, idle slots' caches go first, then every running
+ * request fails (each slot's session is sized for the whole context: memory grows with -np).
+ * Slot actions (POST /slots/{id}: save, restore, erase) run on this thread between steps, once
+ * their slot is idle. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +20,8 @@
 
 #include "server.h"
 
-/* Rows per step: two of the engine's 64-row passes, so a step wastes no part-filled pass. Every
+/* Rows per step (-b sets it, as llama-server's n_batch bounds a decode call): by default two of the
+ * engine's 64-row passes, so a step wastes no part-filled pass. Every
  * generating slot's next token goes in first; prompt chunks fill the rest in arrival order (the
  * oldest prompt finishes first, which lowers the mean time to first token without delaying the
  * last), and get at least MIN_CHUNK rows however many slots are generating. A prompt that would
@@ -27,9 +35,9 @@ typedef enum { SLOT_IDLE, SLOT_PROMPT, SLOT_GEN } slot_state;
 
 typedef struct {
     int id;
-    trit_session *s, *ckpt;
-    int32_t *cache, *ckpt_toks; /* tokens held by s and by ckpt */
-    int n_cache, n_ckpt;
+    trit_session *s;
+    int32_t *cache; /* the tokens s holds */
+    int n_cache;
     srv_task *t;
     slot_state state;
     int n_done, n_gen; /* prompt tokens evaluated; tokens generated */
@@ -40,10 +48,22 @@ typedef struct {
     double t_start, t_first, t_last, last_used;
 } slot;
 
+/* A slot action waiting for the scheduler's thread (the caller's, on its stack). */
+typedef struct pending_action {
+    slot_action a;
+    int id, done;
+    const char *path;
+    slot_action_result *out;
+    struct pending_action *next;
+} pending_action;
+
 struct sched {
     trit_model *m;
     srv_config cfg;
     int n_vocab, slot_ctx, n_slots;
+    int pool_ctx; /* --kv-unified: the tokens all slots may hold together (else 0) */
+    int shift; /* --context-shift, where the model allows it */
+    int recurrent; /* the model has recurrent layers: a rewind needs a checkpoint */
     slot *slots;
     trit_batch_item *items;
     slot **who; /* the slot of each batch item */
@@ -54,6 +74,8 @@ struct sched {
     pthread_cond_t cv;
     srv_task *q_head, *q_tail;
     int q_len, stop;
+    pending_action *acts; /* slot actions not done yet */
+    pthread_cond_t act_cv; /* an action is done */
     srv_metrics met;
 };
 
@@ -104,6 +126,31 @@ static void fail_task(srv_task *t, int status, const char *msg) {
     task_release(t);
 }
 
+/* The slot's timings so far, as an event carries them (timings_per_token, progress). */
+static void event_timings(const slot *sl, srv_event *e) {
+    double now = now_s();
+    const srv_task *t = sl->t;
+    e->timed = 1;
+    e->cache_n = t->res.n_cached;
+    e->prompt_n = sl->n_done - t->res.n_cached;
+    e->prompt_ms = sl->t_first > 0 ? t->res.t_prompt_ms : e->prompt_n > 0 ? (now - sl->t_start) * 1e3 : 0;
+    e->predicted_n = sl->n_gen;
+    e->predicted_ms = sl->t_first > 0 ? (now - sl->t_first) * 1e3 : 0;
+}
+
+/* A prompt-progress report (return_progress on a stream): first before any prompt token is
+ * read, then after every pass that read some. */
+static void push_progress(slot *sl) {
+    if (!sl->t->req.return_progress || !sl->t->req.stream) return;
+    srv_event e = {.content = strdup(""), .reasoning = strdup(""), .tok = -1, .progress = 1};
+    event_timings(sl, &e);
+    e.prog_total = sl->t->n_prompt;
+    e.prog_processed = sl->n_done;
+    e.prog_ms = (now_s() - sl->t_start) * 1e3;
+    if (!e.content || !e.reasoning) return free(e.content), free(e.reasoning);
+    task_push(sl->t, &e);
+}
+
 static void push_text(slot *sl, strbuf *content, strbuf *reasoning, int32_t tok, tok_prob *chosen, tok_prob *top,
                       int n_top) {
     srv_event e = {.content = content->s ? content->s : strdup(""),
@@ -112,6 +159,8 @@ static void push_text(slot *sl, strbuf *content, strbuf *reasoning, int32_t tok,
                    .top = top,
                    .n_top = n_top};
     if (chosen) e.chosen = *chosen;
+    if (sl->t->req.timings_per_token) event_timings(sl, &e);
+    e.predicted_n = sl->n_gen;
     memset(content, 0, sizeof *content);
     memset(reasoning, 0, sizeof *reasoning);
     task_push(sl->t, &e);
@@ -124,8 +173,12 @@ static void slot_finish(sched *s, slot *sl, srv_finish why) {
     if (c.len || r.len) push_text(sl, &c, &r, -1, NULL, NULL, 0);
     else sb_free(&c), sb_free(&r);
     double now = now_s();
+    char err[256];
+    if (s->recurrent && trit_session_checkpoint(sl->s, err, sizeof err)) /* where the next turn starts */
+        fprintf(stderr, "trit serve: slot %d: no checkpoint: %s\n", sl->id, err);
     srv_result res = t->res;
     res.n_gen = sl->n_gen;
+    res.n_tokens_cached = sl->n_cache;
     res.finish = why;
     res.t_gen_ms = sl->t_first > 0 ? (now - sl->t_first) * 1e3 : 0;
     if (sl->tx.stopped_by) res.stop_word = strdup(sl->tx.stopped_by);
@@ -133,8 +186,12 @@ static void slot_finish(sched *s, slot *sl, srv_finish why) {
     pthread_mutex_lock(&s->mu);
     s->met.predicted_tokens += (uint64_t)sl->n_gen;
     s->met.predicted_s += res.t_gen_ms / 1e3;
+    s->met.win_steps += sl->n_gen > 0 ? (uint64_t)sl->n_gen - 1 : 0;
+    s->met.win_predicted_s += res.t_gen_ms / 1e3;
+    if (sl->n_cache > s->met.n_tokens_max) s->met.n_tokens_max = sl->n_cache;
     sl->t = NULL; /* under the lock: /slots reads it */
     sl->state = SLOT_IDLE;
+    if (s->met.processing > 0) s->met.processing--; /* /metrics is right before the next step recounts */
     pthread_mutex_unlock(&s->mu);
     sl->last_used = now;
     task_finish(t, &res);
@@ -150,38 +207,31 @@ static void slot_fail(sched *s, slot *sl, const char *msg) {
     pthread_mutex_lock(&s->mu);
     sl->t = NULL;
     sl->state = SLOT_IDLE;
+    if (s->met.processing > 0) s->met.processing--;
     pthread_mutex_unlock(&s->mu);
     fail_task(t, 500, msg);
 }
 
 /* ---- slot choice and prompt cache ---- */
 
-static int prefix_of(const int32_t *a, int na, const int32_t *b, int nb) {
-    return na <= nb && !memcmp(a, b, (size_t)na * sizeof *a);
-}
-
-/* Tokens of t's prompt that slot sl can skip, and whether they come from the checkpoint. At
- * least one prompt token is always evaluated, for its logits. */
-static int reusable(const slot *sl, const srv_task *t, int *from_ckpt) {
-    *from_ckpt = 0;
+/* Tokens of t's prompt that slot sl holds already: their longest common prefix, less the last
+ * prompt token, which is always evaluated for its logits. */
+static int reusable(const slot *sl, const srv_task *t) {
     if (!t->req.cache_prompt) return 0;
-    int live = sl->n_cache < t->n_prompt && prefix_of(sl->cache, sl->n_cache, t->prompt, t->n_prompt) ? sl->n_cache : 0;
-    int ck = sl->ckpt && sl->n_ckpt < t->n_prompt && prefix_of(sl->ckpt_toks, sl->n_ckpt, t->prompt, t->n_prompt)
-        ? sl->n_ckpt
-        : 0;
-    if (ck > live) *from_ckpt = 1;
-    return ck > live ? ck : live;
+    int n = 0, max = sl->n_cache < t->n_prompt - 1 ? sl->n_cache : t->n_prompt - 1;
+    while (n < max && sl->cache[n] == t->prompt[n]) n++;
+    return n;
 }
 
 /* The idle slot for t: its pinned slot, else the longest reusable prefix, else least recently
  * used. -1 when none is free. */
 static int pick_slot(sched *s, const srv_task *t) {
-    int best = -1, best_reuse = -1, ck;
+    int best = -1, best_reuse = -1;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (t->req.id_slot >= 0 && t->req.id_slot != i) continue;
         if (sl->state != SLOT_IDLE) continue;
-        int r = reusable(sl, t, &ck);
+        int r = reusable(sl, t);
         if (r > best_reuse || (r == best_reuse && sl->last_used < s->slots[best].last_used)) best = i, best_reuse = r;
     }
     return best;
@@ -201,17 +251,8 @@ static int opens_think(sched *s, const srv_task *t) {
 }
 
 static int slot_start(sched *s, slot *sl, srv_task *t) {
-    char err[256];
-    int from_ckpt, reuse = reusable(sl, t, &from_ckpt);
-    if (from_ckpt && trit_session_copy(sl->s, sl->ckpt, err, sizeof err)) reuse = 0, from_ckpt = 0;
-    if (from_ckpt) {
-        memcpy(sl->cache, sl->ckpt_toks, (size_t)sl->n_ckpt * sizeof *sl->cache);
-        sl->n_cache = sl->n_ckpt;
-    }
-    if (!reuse) {
-        trit_session_reset(sl->s);
-        sl->n_cache = 0;
-    }
+    int reuse = trit_session_truncate(sl->s, reusable(sl, t)); /* a recurrent model may land lower */
+    sl->n_cache = reuse;
     sl->n_done = reuse;
     sl->n_gen = 0;
     sl->t_start = now_s();
@@ -220,13 +261,15 @@ static int slot_start(sched *s, slot *sl, srv_task *t) {
     sl->smp = trit_sampler_new_model(s->m, &t->req.sp);
     if (!sl->smp) return -1;
     for (int i = 0; i < t->n_prompt; i++) trit_sampler_accept(sl->smp, t->prompt[i]);
-    textout_init(&sl->tx, t->req.stop, t->req.n_stop, t->req.ep == EP_CHAT, t->req.ep == EP_CHAT && opens_think(s, t));
+    const int think = t->req.ep == EP_CHAT && t->req.reasoning_format != RF_NONE; /* none: thoughts stay content */
+    textout_init(&sl->tx, t->req.stop, t->req.n_stop, think, think && opens_think(s, t));
     t->res.n_prompt = t->n_prompt;
     t->res.n_cached = reuse;
     t->res.id_slot = sl->id;
     pthread_mutex_lock(&s->mu);
     s->met.prompt_cached += (uint64_t)reuse;
     pthread_mutex_unlock(&s->mu);
+    push_progress(sl);
     return 0;
 }
 
@@ -283,6 +326,7 @@ static tok_prob *logprobs(sched *s, const float *l, int32_t tok, int n, tok_prob
     for (int v = 0; v < s->n_vocab; v++) z += exp((double)(l[v] - mx));
     float lz = mx + (float)log(z);
     chosen->piece = piece_of(s, tok);
+    chosen->tok = tok;
     chosen->logprob = l[tok] - lz;
     if (n <= 0) return NULL;
     if (n > 20) n = 20;
@@ -296,7 +340,27 @@ static tok_prob *logprobs(sched *s, const float *l, int32_t tok, int n, tok_prob
         while (j > 0 && l[ids[j - 1]] < l[v]) ids[j] = ids[j - 1], j--;
         ids[j] = v;
     }
-    for (int i = 0; i < k && top; i++) top[i].piece = piece_of(s, ids[i]), top[i].logprob = l[ids[i]] - lz;
+    for (int i = 0; i < k && top; i++)
+        top[i].piece = piece_of(s, ids[i]), top[i].tok = ids[i], top[i].logprob = l[ids[i]] - lz;
+    return top;
+}
+
+/* post_sampling_probs: the probabilities the draw used (the candidates the chain left), the chosen
+ * token's and the n most likely (none of probability 0), as llama-server reports them. */
+static tok_prob *post_probs(sched *s, slot *sl, int32_t tok, int n, tok_prob *chosen, int *n_top) {
+    int k = trit_sampler_candidates(sl->smp, NULL, NULL, 0);
+    int32_t *ids = malloc((size_t)(k > 0 ? k : 1) * sizeof *ids);
+    float *ps = malloc((size_t)(k > 0 ? k : 1) * sizeof *ps);
+    tok_prob *top = n > 0 ? calloc((size_t)n, sizeof *top) : NULL;
+    *chosen = (tok_prob){.piece = piece_of(s, tok), .tok = tok};
+    *n_top = 0;
+    if (ids && ps) trit_sampler_candidates(sl->smp, ids, ps, k);
+    for (int i = 0; ids && ps && i < k; i++) {
+        if (ids[i] == tok) chosen->logprob = ps[i];
+        if (top && *n_top < n && ps[i] > 0)
+            top[*n_top] = (tok_prob){.piece = piece_of(s, ids[i]), .tok = ids[i], .logprob = ps[i]}, ++*n_top;
+    }
+    free(ids), free(ps);
     return top;
 }
 
@@ -319,9 +383,12 @@ static void sample_next(sched *s, slot *sl) {
     }
     const srv_req *q = &sl->t->req;
     tok_prob chosen = {0}, *top = NULL;
-    if (q->logprobs) { /* of the logits after the biases and penalties; in place: the next pass rewrites them */
+    int n_top = 0;
+    if (q->logprobs && q->post_sampling_probs) top = post_probs(s, sl, tok, q->top_logprobs, &chosen, &n_top);
+    else if (q->logprobs) { /* of the logits after the biases and penalties; in place: the next pass rewrites them */
         trit_sampler_adjust_logits(sl->smp, sl->logits, sl->logits);
         top = logprobs(s, sl->logits, tok, q->top_logprobs, &chosen);
+        n_top = top ? (q->top_logprobs > 20 ? 20 : q->top_logprobs) : 0;
     }
     trit_sampler_accept(sl->smp, tok);
     sl->n_gen++;
@@ -329,38 +396,54 @@ static void sample_next(sched *s, slot *sl) {
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);
     strbuf c = {0}, r = {0};
     int stopped = textout_push(&sl->tx, buf, n > 0 ? (size_t)n : 0, &c, &r);
-    push_text(sl, &c, &r, tok, q->logprobs ? &chosen : NULL, top,
-              top ? (q->top_logprobs > 20 ? 20 : q->top_logprobs) : 0);
+    push_text(sl, &c, &r, tok, q->logprobs ? &chosen : NULL, top, n_top);
     if (stopped) slot_finish(s, sl, FINISH_WORD);
-    else if ((q->n_predict >= 0 && sl->n_gen >= q->n_predict) || sl->n_cache >= s->slot_ctx)
-        slot_finish(s, sl, FINISH_LENGTH);
+    else if (!s->shift && sl->n_cache + 1 >= s->slot_ctx) /* the next token would not fit */
+        sl->t->res.truncated = 1, slot_finish(s, sl, FINISH_LENGTH);
+    else if (q->n_predict >= 0 && sl->n_gen >= q->n_predict) slot_finish(s, sl, FINISH_LENGTH);
     else sl->state = SLOT_GEN, sl->last = tok;
 }
 
 /* ---- one step ---- */
 
-/* Next prompt chunk: up to budget tokens, cut where the checkpoint is taken. */
-static int chunk_len(const slot *sl, int budget) {
+/* Next prompt chunk: up to budget tokens, cut before the last one where a recurrent model takes
+ * its checkpoint. */
+static int chunk_len(const sched *s, const slot *sl, int budget) {
     int left = sl->t->n_prompt - sl->n_done;
     int n = left < budget ? left : budget;
     int ck = sl->t->n_prompt - 1;
-    if (sl->t->req.cache_prompt && sl->n_done < ck && sl->n_done + n > ck) n = ck - sl->n_done;
+    if (s->recurrent && sl->t->req.cache_prompt && sl->n_done < ck && sl->n_done + n > ck) n = ck - sl->n_done;
     return n;
 }
 
-static void take_checkpoint(sched *s, slot *sl) {
+/* llama-server's context shift of a generating slot whose next token would not fit: n_keep
+ * prompt tokens stay (with BOS, at most n_ctx - 4), half of the rest go. */
+static void shift_slot(sched *s, slot *sl) {
     char err[256];
-    if (!sl->ckpt) {
-        trit_session_params p = {.n_ctx = s->slot_ctx, .n_threads = 1, .kv_f32 = s->cfg.kv_f32};
-        sl->ckpt = trit_session_new(s->m, &p, err, sizeof err);
-        if (!sl->ckpt) return;
+    int n_keep = s->cfg.n_keep < 0 ? sl->t->n_prompt : s->cfg.n_keep;
+    n_keep += trit_add_bos(s->m);
+    n_keep = n_keep < s->slot_ctx - 4 ? n_keep : s->slot_ctx - 4;
+    int n_left = sl->n_cache - n_keep, n_discard = n_left / 2;
+    if (n_discard <= 0 || trit_session_shift(sl->s, n_keep, n_discard, err, sizeof err)) return;
+    memmove(sl->cache + n_keep, sl->cache + n_keep + n_discard,
+            (size_t)(sl->n_cache - n_keep - n_discard) * sizeof *sl->cache);
+    sl->n_cache -= n_discard;
+    sl->t->res.truncated = 1;
+}
+
+/* --kv-unified: whether rows more tokens fit the shared pool, once idle slots' caches are dropped
+ * if they must be (llama-server purges idle slots before it gives up). */
+static int pool_fits(sched *s, int rows) {
+    int used = 0;
+    for (int i = 0; i < s->n_slots; i++) used += s->slots[i].n_cache;
+    for (int i = 0; i < s->n_slots && used + rows > s->pool_ctx; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state != SLOT_IDLE || !sl->n_cache) continue;
+        used -= sl->n_cache;
+        trit_session_reset(sl->s);
+        sl->n_cache = 0;
     }
-    if (trit_session_copy(sl->ckpt, sl->s, err, sizeof err)) {
-        sl->n_ckpt = 0;
-        return;
-    }
-    memcpy(sl->ckpt_toks, sl->cache, (size_t)sl->n_cache * sizeof *sl->cache);
-    sl->n_ckpt = sl->n_cache;
+    return used + rows <= s->pool_ctx;
 }
 
 static void end_expired(sched *s) {
@@ -381,6 +464,7 @@ static void step(sched *s) {
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (sl->state == SLOT_GEN) {
+            if (s->shift && sl->n_cache + 1 >= s->slot_ctx) shift_slot(s, sl);
             s->items[n] = (trit_batch_item){sl->s, &sl->last, 1, sl->logits, 0};
             is_last[n] = 1;
             who[n++] = sl;
@@ -390,10 +474,12 @@ static void step(sched *s) {
             wait[k] = sl;
         }
     }
-    int budget = STEP_ROWS - n > MIN_CHUNK ? STEP_ROWS - n : MIN_CHUNK;
+    int step_rows = s->cfg.n_batch > 0 ? s->cfg.n_batch : STEP_ROWS,
+        min = step_rows < MIN_CHUNK ? step_rows : MIN_CHUNK;
+    int budget = step_rows - n > min ? step_rows - n : min;
     for (int w = 0; w < n_wait && budget > 0; w++) {
         slot *sl = wait[w];
-        int len = chunk_len(sl, budget);
+        int len = chunk_len(s, sl, budget);
         if (w > 0 && sl->n_done + len < sl->t->n_prompt) break;
         budget -= len;
         is_last[n] = sl->n_done + len == sl->t->n_prompt;
@@ -401,6 +487,13 @@ static void step(sched *s) {
         who[n++] = sl;
     }
     if (!n) return;
+    int rows = 0;
+    for (int k = 0; k < n; k++) rows += s->items[k].n;
+    if (s->pool_ctx && !pool_fits(s, rows)) {
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].state != SLOT_IDLE) slot_fail(s, &s->slots[i], "Context size has been exceeded.");
+        return;
+    }
     char err[256];
     double t0 = now_s();
     int rc = trit_eval_batch(s->items, n, err, sizeof err);
@@ -417,7 +510,10 @@ static void step(sched *s) {
         if (sl->state == SLOT_PROMPT) {
             sl->n_done += s->items[k].n;
             n_prompt_toks += s->items[k].n;
-            if (sl->t->req.cache_prompt && sl->n_done == sl->t->n_prompt - 1) take_checkpoint(s, sl);
+            push_progress(sl);
+            if (s->recurrent && sl->t->req.cache_prompt && sl->n_done == sl->t->n_prompt - 1 &&
+                trit_session_checkpoint(sl->s, err, sizeof err))
+                fprintf(stderr, "trit serve: slot %d: no checkpoint: %s\n", sl->id, err);
         } else n_dec++;
         if (is_last[k]) sample_next(s, sl);
     }
@@ -425,8 +521,11 @@ static void step(sched *s) {
     s->met.n_decode++;
     s->met.busy_slots_sum += (uint64_t)n;
     s->met.prompt_tokens += (uint64_t)n_prompt_toks;
-    if (n_prompt_toks) s->met.prompt_s += dt * n_prompt_toks / (n_prompt_toks + n_dec);
-    if (n_prompt_toks + n_dec > s->met.n_tokens_max) s->met.n_tokens_max = n_prompt_toks + n_dec;
+    s->met.win_prompt_tokens += (uint64_t)n_prompt_toks;
+    if (n_prompt_toks) {
+        double share = dt * n_prompt_toks / (n_prompt_toks + n_dec);
+        s->met.prompt_s += share, s->met.win_prompt_s += share;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -436,12 +535,113 @@ static int n_active(const sched *s) {
     return n;
 }
 
+/* ---- slot actions ---- */
+
+#define SLOT_FILE_VERSION 1 /* of the packed token list */
+
+static int act_fail(slot_action_result *out, int status, const char *fmt, const char *detail) {
+    out->status = status;
+    snprintf(out->err, sizeof out->err, fmt, detail);
+    return -1;
+}
+
+static int slot_save(sched *s, slot *sl, const char *path, slot_action_result *out) {
+    char err[200];
+    int32_t *w = malloc(((size_t)sl->n_cache + 3) * sizeof *w);
+    if (!w) return act_fail(out, 500, "Unable to save slot: %s", "out of memory");
+    w[0] = -1, w[1] = SLOT_FILE_VERSION, w[2] = sl->n_cache;
+    memcpy(w + 3, sl->cache, (size_t)sl->n_cache * sizeof *w);
+    out->n_bytes = trit_session_save_file(sl->s, path, w, sl->n_cache + 3, err, sizeof err);
+    free(w);
+    if (out->n_bytes < 0) return act_fail(out, 500, "Unable to save slot: %s", err);
+    out->n_tokens = sl->n_cache;
+    return 0;
+}
+
+/* The tokens of a restored file's words: the packed list or a plain one; NULL when they are not
+ * the session's tokens. */
+static const int32_t *restored_tokens(sched *s, slot *sl, const int32_t *w, int n_words, int *n) {
+    const int32_t *t = w;
+    *n = n_words;
+    if (n_words >= 3 && w[0] == -1) {
+        if (w[1] != SLOT_FILE_VERSION || w[2] != n_words - 3) return NULL;
+        t = w + 3, *n = w[2];
+    }
+    if (*n != trit_session_n_past(sl->s)) return NULL;
+    for (int i = 0; i < *n; i++)
+        if (t[i] < 0 || t[i] >= s->n_vocab) return NULL;
+    return t;
+}
+
+static int slot_restore(sched *s, slot *sl, const char *path, slot_action_result *out) {
+    char err[200];
+    int n_words = 0, n = 0;
+    int32_t *w = malloc(((size_t)s->slot_ctx + 3) * sizeof *w);
+    sl->n_cache = 0; /* whatever happens, the old cache is gone */
+    if (!w) return act_fail(out, 500, "Unable to restore slot: %s", "out of memory");
+    out->n_bytes = trit_session_load_file(sl->s, path, w, s->slot_ctx + 3, &n_words, err, sizeof err);
+    const int32_t *t = out->n_bytes < 0 ? NULL : restored_tokens(s, sl, w, n_words, &n);
+    if (t) memcpy(sl->cache, t, (size_t)n * sizeof *t), sl->n_cache = n, out->n_tokens = n;
+    free(w);
+    if (out->n_bytes < 0) return act_fail(out, 400, "Unable to restore slot: %s", err);
+    if (!t) {
+        trit_session_reset(sl->s);
+        return act_fail(out, 400, "Unable to restore slot: %s", "Invalid tokens in slot save file");
+    }
+    if (s->recurrent && trit_session_checkpoint(sl->s, err, sizeof err)) /* a later rewind to here resumes */
+        fprintf(stderr, "trit serve: slot %d: no checkpoint: %s\n", sl->id, err);
+    return 0;
+}
+
+/* Runs the pending actions whose slots are idle (others wait for theirs). Called with s->mu held;
+ * the file work runs without it (this thread alone touches the sessions). */
+static void run_actions(sched *s) {
+    for (pending_action **pp = &s->acts; *pp;) {
+        pending_action *p = *pp;
+        slot *sl = &s->slots[p->id];
+        if (sl->state != SLOT_IDLE) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = now_s();
+        if (p->a == SLOT_SAVE) slot_save(s, sl, p->path, p->out);
+        else if (p->a == SLOT_RESTORE) slot_restore(s, sl, p->path, p->out);
+        else p->out->n_tokens = sl->n_cache, trit_session_reset(sl->s), sl->n_cache = 0;
+        p->out->t_ms = (now_s() - t0) * 1e3;
+        pthread_mutex_lock(&s->mu);
+        p->done = 1;
+        pthread_cond_broadcast(&s->act_cv);
+    }
+}
+
+int sched_slot_action(sched *s, int id, slot_action a, const char *path, slot_action_result *out) {
+    memset(out, 0, sizeof *out);
+    if (id < 0 || id >= s->n_slots) return act_fail(out, 400, "%s", "Invalid slot ID");
+    pending_action p = {a, id, 0, path, out, NULL};
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return act_fail(out, 503, "%s", "server shutting down");
+    }
+    pending_action **end = &s->acts;
+    while (*end) end = &(*end)->next;
+    *end = &p;
+    pthread_cond_signal(&s->cv);
+    while (!p.done) pthread_cond_wait(&s->act_cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return out->status ? -1 : 0;
+}
+
 static void *sched_main(void *arg) {
     sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
+        run_actions(s);
         assign(s);
-        while (!s->stop && !n_active(s) && !s->q_head) pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->stop && !n_active(s) && !s->q_head && !s->acts) pthread_cond_wait(&s->cv, &s->mu);
+        run_actions(s);
         assign(s);
         s->met.processing = n_active(s);
         s->met.deferred = s->q_len;
@@ -460,10 +660,9 @@ static int slot_init(sched *s, slot *sl, int id, char *err, size_t errlen) {
     sl->id = id;
     sl->s = trit_session_new(s->m, &p, err, errlen);
     sl->cache = malloc((size_t)s->slot_ctx * sizeof *sl->cache);
-    sl->ckpt_toks = malloc((size_t)s->slot_ctx * sizeof *sl->ckpt_toks);
     sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
     if (!sl->s) return -1;
-    if (!sl->cache || !sl->ckpt_toks || !sl->logits) return snprintf(err, errlen, "out of memory"), -1;
+    if (!sl->cache || !sl->logits) return snprintf(err, errlen, "out of memory"), -1;
     return 0;
 }
 
@@ -475,6 +674,11 @@ static void drain(sched *s) {
         queue_remove(s, NULL, t);
         fail_task(t, 503, "server shutting down");
     }
+    pthread_mutex_lock(&s->mu);
+    for (pending_action *p = s->acts; p; p = p->next) act_fail(p->out, 503, "%s", "server shutting down"), p->done = 1;
+    s->acts = NULL;
+    pthread_cond_broadcast(&s->act_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
@@ -485,9 +689,13 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     s->n_vocab = trit_model_n_vocab(m);
     s->n_slots = c->n_parallel > 0 && c->n_parallel <= 256 ? c->n_parallel : 1;
     int total = c->n_ctx > 0 ? c->n_ctx : trit_model_n_ctx_train(m);
-    s->slot_ctx = total / s->n_slots;
+    s->slot_ctx = c->kv_unified ? total : total / s->n_slots;
+    if (c->kv_unified && s->n_slots > 1) s->pool_ctx = total;
+    if (trit_model_n_ctx_train(m) > 0 && s->slot_ctx > trit_model_n_ctx_train(m))
+        s->slot_ctx = trit_model_n_ctx_train(m); /* as llama-server */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->act_cv, NULL);
     if (s->slot_ctx < 8) {
         snprintf(err, errlen, "-c %d leaves %d tokens per slot for %d slots", total, s->slot_ctx, s->n_slots);
         sched_free(s);
@@ -501,6 +709,13 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     int ok = s->slots && s->items && s->who && s->wait && s->is_last;
     if (!ok) snprintf(err, errlen, "out of memory");
     for (int i = 0; ok && i < s->n_slots; i++) ok = !slot_init(s, &s->slots[i], i, err, errlen);
+    if (ok) {
+        s->recurrent = !trit_session_can_shift(s->slots[0].s);
+        s->shift = c->context_shift && !s->recurrent;
+        if (c->context_shift && s->recurrent) /* llama-server's warning and choice */
+            fprintf(stderr, "trit serve: context shift is not supported by %s (recurrent layers), it is disabled\n",
+                    trit_model_arch(m));
+    }
     if (!ok || pthread_create(&s->th, NULL, sched_main, s)) {
         if (ok) snprintf(err, errlen, "cannot start the scheduler thread");
         s->th = 0;
@@ -527,9 +742,8 @@ void sched_free(sched *s) {
     for (int i = 0; s->slots && i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         trit_session_free(sl->s);
-        trit_session_free(sl->ckpt);
         trit_sampler_free(sl->smp);
-        free(sl->cache), free(sl->ckpt_toks), free(sl->logits);
+        free(sl->cache), free(sl->logits);
     }
     free(s->slots);
     free(s->items);
@@ -538,6 +752,7 @@ void sched_free(sched *s) {
     free(s->is_last);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->act_cv);
     free(s);
 }
 
@@ -561,8 +776,9 @@ int sched_slots(sched *s, slot_info *out, int max) {
     return n;
 }
 
-void sched_metrics(sched *s, srv_metrics *out) {
+void sched_metrics(sched *s, srv_metrics *out, int take_window) {
     pthread_mutex_lock(&s->mu);
     *out = s->met;
+    if (take_window) s->met.win_prompt_tokens = s->met.win_steps = 0, s->met.win_prompt_s = s->met.win_predicted_s = 0;
     pthread_mutex_unlock(&s->mu);
 }

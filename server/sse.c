@@ -27,6 +27,7 @@ static void drain_events(sse_stream *s, strbuf *b) {
 char *sse_next(sse_stream *s, int wait_ms) {
     strbuf b = {0};
     sb_add(&b, "", 0);
+    if (!s->head) s->head = s->t;
     if (s->phase == PH_ROLE) {
         frame(&b, route_chunk_json(s->sv, s->t, -3));
         s->phase = PH_EVENTS;
@@ -42,8 +43,15 @@ char *sse_next(sse_stream *s, int wait_ms) {
         if (done) s->phase = PH_FINISH;
         if (!ready && !b.len && now_s() - s->last_out >= s->sv->cfg.ping_ms / 1e3) sb_add(&b, ": ping\n\n", 8);
     }
-    if (s->phase == PH_FINISH) frame(&b, route_chunk_json(s->sv, s->t, -1)), s->phase = PH_USAGE;
-    if (s->phase == PH_USAGE) frame(&b, route_chunk_json(s->sv, s->t, -2)), s->phase = PH_DONE;
+    if (s->phase == PH_FINISH) {
+        frame(&b, route_chunk_json(s->sv, s->t, -1));
+        if (s->t->sibling) { /* the request's next choice or prompt streams after this one */
+            s->t = s->t->sibling, s->next = 0, s->phase = PH_ROLE;
+            return b.s;
+        }
+        s->phase = PH_USAGE;
+    }
+    if (s->phase == PH_USAGE) frame(&b, route_chunk_json(s->sv, s->head, -2)), s->phase = PH_DONE;
     if (s->phase == PH_DONE) {
         if (s->t->req.ep != EP_NATIVE) sb_add(&b, "data: [DONE]\n\n", 14);
         s->phase = PH_END;

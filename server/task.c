@@ -13,16 +13,58 @@ double now_s(void) {
 }
 
 void srv_req_free(srv_req *r) {
-    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].role), free(r->msgs[i].content);
+    for (int i = 0; i < r->n_msgs; i++) {
+        chat_msg *m = &r->msgs[i];
+        free(m->role), free(m->content), free(m->cont), free(m->reasoning_content);
+        free(m->tool_calls), free(m->name), free(m->tool_call_id);
+    }
     free(r->msgs);
+    free(r->tools), free(r->tmpl_vars);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     for (int i = 0; i < r->n_bias; i++) free(r->bias[i].text);
     free(r->bias);
     free(r->logit_bias);
-    free(r->prompt);
-    free(r->prompt_toks);
+    for (int i = 0; i < r->n_prompts; i++) {
+        for (int j = 0; j < r->prompts[i].n_parts; j++) free(r->prompts[i].parts[j].text);
+        free(r->prompts[i].parts);
+    }
+    free(r->prompts);
+    for (int i = 0; i < r->n_response_fields; i++) free(r->response_fields[i]);
+    free(r->response_fields);
     memset(r, 0, sizeof *r);
+}
+
+static char **strs_copy(char **v, int n) {
+    char **c = calloc((size_t)n + 1, sizeof *c);
+    for (int i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) {
+            while (i--) free(c[i]);
+            free(c);
+            return NULL;
+        }
+    return c;
+}
+
+int srv_req_copy(srv_req *dst, const srv_req *q) {
+    *dst = *q;
+    dst->msgs = NULL, dst->n_msgs = 0;
+    dst->tools = dst->tmpl_vars = NULL; /* the chat prompt is rendered before copies are made */
+    dst->prompts = NULL, dst->n_prompts = 0;
+    dst->bias = NULL, dst->n_bias = 0;
+    dst->stop = q->n_stop ? strs_copy(q->stop, q->n_stop) : NULL;
+    dst->response_fields = q->n_response_fields ? strs_copy(q->response_fields, q->n_response_fields) : NULL;
+    int nb = q->sp.n_logit_bias;
+    dst->logit_bias = nb ? malloc((size_t)nb * sizeof *dst->logit_bias) : NULL;
+    if (nb && dst->logit_bias) memcpy(dst->logit_bias, q->sp.logit_bias, (size_t)nb * sizeof *dst->logit_bias);
+    dst->sp.logit_bias = dst->logit_bias;
+    if ((q->n_stop && !dst->stop) || (q->n_response_fields && !dst->response_fields) || (nb && !dst->logit_bias)) {
+        dst->n_stop = q->n_stop && !dst->stop ? 0 : dst->n_stop;
+        dst->n_response_fields = q->n_response_fields && !dst->response_fields ? 0 : dst->n_response_fields;
+        srv_req_free(dst);
+        return -1;
+    }
+    return 0;
 }
 
 srv_task *task_new(srv_req *req, int32_t *prompt, int n_prompt) {
@@ -68,10 +110,19 @@ void task_release(srv_task *t) {
     srv_req_free(&t->req);
     free(t->prompt);
     free(t->id_str);
+    free(t->prompt_text);
     free(t->res.stop_word);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
+}
+
+void task_release_all(srv_task *t) {
+    while (t) {
+        srv_task *next = t->sibling;
+        task_release(t);
+        t = next;
+    }
 }
 
 void task_push(srv_task *t, srv_event *e) {

@@ -5,33 +5,34 @@
 
 #include "server.h"
 
-static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+int reasoning_format_from_name(const char *name) {
+    static const char *const names[] = {"auto", "none", "deepseek", "deepseek-legacy"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
 
-/* A trailing assistant message is continued, as llama-server does it: the messages before it
- * are rendered with the generation prompt, and its text follows as the reply's start (prefill). */
-char *render_chat(const trit_model *m, const chat_msg *msgs, int n, int add_generation_prompt, int enable_thinking,
-                  char *err, size_t errlen) {
-    const int prefill = n > 0 && !strcmp(msgs[n - 1].role, "assistant");
-    const int nr = prefill ? n - 1 : n;
-    trit_chat_message *tm = calloc((size_t)(nr > 0 ? nr : 1), sizeof *tm);
+char *render_chat(const trit_model *m, const srv_config *c, const srv_req *q, char *err, size_t errlen) {
+    trit_chat_message *tm = calloc((size_t)(q->n_msgs > 0 ? q->n_msgs : 1), sizeof *tm);
     if (!tm) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    for (int i = 0; i < nr; i++) tm[i].role = msgs[i].role, tm[i].content = msgs[i].content;
-    if (prefill) add_generation_prompt = 1;
-    char *out = m ? trit_model_chat_render(m, NULL, tm, nr, add_generation_prompt, enable_thinking, err, errlen)
-                  : trit_chat_render(NULL, tm, nr, add_generation_prompt, enable_thinking, err, errlen);
-    free(tm);
-    if (out && prefill) {
-        strbuf b = {0};
-        sb_str(&b, out);
-        sb_str(&b, msgs[n - 1].content);
-        free(out);
-        out = NULL;
-        if (b.oom) sb_free(&b), snprintf(err, errlen, "out of memory");
-        else out = b.s;
+    for (int i = 0; i < q->n_msgs; i++) {
+        const chat_msg *s = &q->msgs[i];
+        const int continued = c->jinja && q->continue_final && i == q->n_msgs - 1 && s->cont;
+        tm[i] = (trit_chat_message){
+            s->role, continued ? s->cont : s->content, s->reasoning_content, s->tool_calls, s->name, s->tool_call_id};
     }
+    trit_chat_opts o = {.tmpl = c->chat_template,
+                        .jinja = c->jinja,
+                        .add_generation_prompt = q->add_generation_prompt,
+                        .enable_thinking = q->enable_thinking,
+                        .continue_final = q->continue_final,
+                        .tools = q->tools,
+                        .vars = q->tmpl_vars};
+    char *out = trit_model_chat_apply(m, &o, tm, q->n_msgs, err, errlen);
+    free(tm);
     return out;
 }
 

@@ -9,27 +9,31 @@
 /* One suite per line, so that branches adding suites merge cleanly; a build may define SUITES
  * itself to run fewer (the aarch64 cross test runs the kernels suite alone). */
 #ifndef SUITES
-#define SUITES(X)   \
-    X(util)         \
-    X(gguf)         \
-    X(gguf_inspect) \
-    X(types)        \
-    X(kernels)      \
-    X(repack)       \
-    X(attn)         \
-    X(tokenizer)    \
-    X(bpe)          \
-    X(sampler)      \
-    X(model)        \
-    X(backend)      \
-    X(rotation)     \
-    X(synth)        \
-    X(chat)         \
-    X(quant)        \
-    X(calib)        \
-    X(hf)           \
-    X(server)       \
-    X(server_sched) \
+#define SUITES(X)    \
+    X(util)          \
+    X(gguf)          \
+    X(gguf_inspect)  \
+    X(types)         \
+    X(kernels)       \
+    X(repack)        \
+    X(attn)          \
+    X(tokenizer)     \
+    X(bpe)           \
+    X(sampler)       \
+    X(model)         \
+    X(backend)       \
+    X(session)       \
+    X(rotation)      \
+    X(synth)         \
+    X(chat)          \
+    X(quant)         \
+    X(calib)         \
+    X(hf)            \
+    X(server)        \
+    X(server_sched)  \
+    X(server_shell)  \
+    X(server_slots)  \
+    X(server_shapes) \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];

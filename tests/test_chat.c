@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../server/server.h"
+#include "test_server.h"
 #include "text/chat.h"
 #include "gguf/gguf.h"
 #include "text/jinja/jinja.h"
@@ -47,7 +49,7 @@ static void check_fixture(const char *fixture, const char *tmpl) {
     CHECK(json_array_size(cases) > 0);
     for (size_t i = 0; i < json_array_size(cases); i++) {
         json_t *c = json_array_get(cases, i);
-        trit_chat_message m[MAX_MSGS];
+        trit_chat_message m[MAX_MSGS] = {{0}};
         int n = case_messages(c, m);
         char err[512];
         char *got = trit_chat_render(tmpl, m, n, json_is_true(json_object_get(c, "add_generation_prompt")),
@@ -94,7 +96,8 @@ static void test_long_conversation(void) {
     snprintf(text + LEN, 32, "</think>\n\nanswer");
     memcpy(user, text, sizeof user - 1);
     user[sizeof user - 1] = 0;
-    for (int i = 0; i < N; i++) m[i] = (trit_chat_message){i % 2 ? "assistant" : "user", i % 2 ? text : user, NULL};
+    for (int i = 0; i < N; i++)
+        m[i] = (trit_chat_message){.role = i % 2 ? "assistant" : "user", .content = i % 2 ? text : user};
     char err[512];
     clock_t t0 = clock();
     char *got = trit_chat_render(q, m, N, 1, 1, err, sizeof err);
@@ -125,7 +128,7 @@ static void test_model_template(void) {
     CHECK(trit_model_chat_template(m) == NULL);
     /* a model's render defines bos_token / eos_token as its special tokens' text; without a model
      * they stay undefined (empty); with no template of its own the model gets chatml */
-    trit_chat_message msg = {"user", "hi", NULL};
+    trit_chat_message msg = {.role = "user", .content = "hi"};
     const char *t = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}";
     char *got = trit_model_chat_render(m, t, &msg, 1, 0, 1, err, sizeof err);
     CHECKF(got && !strcmp(got, "<s>hi</s>"), "got [%s] (%s)", got ? got : "", err);
@@ -143,7 +146,7 @@ static void test_model_template(void) {
 static void test_jinja_features(void) {
     json_t *js = load_json("tests/data/chat/jinja.json");
     REQUIRE(js);
-    CHECK(json_array_size(js) >= 30);
+    CHECK(json_array_size(js) >= 48);
     for (size_t i = 0; i < json_array_size(js); i++) {
         json_t *c = json_array_get(js, i);
         const char *src = json_string_value(json_object_get(c, "template"));
@@ -193,7 +196,11 @@ static void test_jinja_errors(void) {
         {"{{ 1 // 0 }}", "division by zero"},
         {"{{ 9223372036854775807 + 1 }}", "integer overflow"},
         {"{% set a, b = 1, 2 %}", "tuple assignment"},
-        {"{% set x %}y{% endset %}", "block assignment"},
+        {"{% set x %}y", "missing {% endset %}"},
+        {"{% filter upper %}y", "missing {% endfilter %}"},
+        {"{% filter nosuch %}y{% endfilter %}", "unknown filter 'nosuch'"},
+        {"{{ [1]|selectattr('a', 'equalto') }}", "only equalto takes an argument"},
+        {"{{ strftime_now(1) }}", "strftime_now() takes a format string"},
         {"{% break %}", "break/continue outside a loop"},
         {"{% set n = 1 %}{% set n.a = 2 %}", "can only set attributes of a namespace()"},
         {"{{ (1, 2 }}", "expected ','"},
@@ -258,7 +265,7 @@ static void test_jinja_limits(void) {
 }
 
 static void test_fallback_and_errors(void) {
-    trit_chat_message m[] = {{"system", "S", NULL}, {"user", "U", NULL}};
+    trit_chat_message m[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"}};
     char err[512];
     char *want = chat_render_chatml(m, 2, 1, 0);
     REQUIRE(want);
@@ -280,7 +287,7 @@ static void test_fallback_and_errors(void) {
     free(got);
     got = trit_chat_render("chatml", m, -1, 1, 0, err, sizeof err);
     CHECK(!got && err[0]);
-    trit_chat_message bad = {NULL, "x", NULL};
+    trit_chat_message bad = {.content = "x"};
     got = trit_chat_render("chatml", &bad, 1, 1, 0, err, sizeof err);
     CHECK(!got && strstr(err, "no role"));
     /* an empty conversation with Qwen3's template: messages[0].role fails, chatml takes over */
@@ -565,6 +572,284 @@ static void test_chat_cli_flags(void) {
     unlink(path);
 }
 
+/* ---- llama-server's rendering (chat_apply, chat_builtin.c, the server's request fields) ---- */
+static const trit_chat_message CONV[] = {{.role = "system", .content = "Sys"},
+                                         {.role = "user", .content = " Hi "},
+                                         {.role = "assistant", .content = "Yo"},
+                                         {.role = "user", .content = "Q"}};
+
+static char *apply(const trit_chat_opts *o, const trit_chat_message *m, int n, char *err, size_t errlen) {
+    return chat_apply(o, NULL, "<s>", "</s>", m, n, err, errlen);
+}
+
+/* llama.cpp's built-in templates by name (outputs checked against llama.cpp's test-chat-template
+ * renderings of the same code paths), and by a Jinja text's markers. */
+static void test_builtin_templates(void) {
+    static const struct {
+        const char *name, *want;
+    } cases[] = {
+        {"chatml",
+         "<|im_start|>system\nSys<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n"
+         "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n"},
+        {"llama3",
+         "<|start_header_id|>system<|end_header_id|>\n\nSys<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+         "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nYo<|eot_id|><|start_header_id|>user"
+         "<|end_header_id|>\n\nQ<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+        {"command-r",
+         "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Sys<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi"
+         "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Yo<|END_OF_TURN_TOKEN|>"
+         "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Q<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+        {"gemma",
+         "<start_of_turn>user\nSys\n\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n<start_of_turn>user\n"
+         "Q<end_of_turn>\n<start_of_turn>model\n"},
+        {"llama2-sys-bos", "[INST] <<SYS>>\nSys\n<</SYS>>\n\n Hi  [/INST]Yo</s><s>[INST] Q [/INST]"},
+        {"mistral-v7", "[SYSTEM_PROMPT] Sys[/SYSTEM_PROMPT][INST]  Hi [/INST] Yo</s>[INST] Q[/INST]"},
+        {"mistral-v3", "[INST] Sys\n\n Hi [/INST] Yo</s>[INST] Q[/INST]"},
+        {"bailing",
+         "<role>SYSTEM</role>Sys<role>HUMAN</role> Hi "
+         "<role>ASSISTANT</role>Yo<role>HUMAN</role>Q<role>ASSISTANT</role>"},
+        {"openchat",
+         "Sys<|end_of_turn|>GPT4 Correct User:  Hi <|end_of_turn|>GPT4 Correct Assistant: Yo<|end_of_turn|>"
+         "GPT4 Correct User: Q<|end_of_turn|>GPT4 Correct Assistant:"},
+        {"rwkv-world", "System: Sys\n\nUser: Hi\n\nAssistant: Yo\n\nUser: Q\n\nAssistant:"},
+        {"monarch", "system\nSys</s>\n<s>user\n Hi </s>\n<s>assistant\nYo</s>\n<s>user\nQ</s>\n<s>assistant\n"},
+        {"deepseek3", "Sys\n\n<｜User｜> Hi <｜Assistant｜>Yo<｜end▁of▁sentence｜><｜User｜>Q<｜Assistant｜>"},
+        {"bailing2",
+         "<role>SYSTEM</role>Sys<|role_end|><role>HUMAN</role> Hi <|role_end|><role>ASSISTANT</role>Yo<|role_end|>"
+         "<role>HUMAN</role>Q<|role_end|><role>ASSISTANT</role>"},
+        /* detection: a Jinja text with Llama 3's header markers */
+        {"{{ '<|start_header_id|>' + m + '<|end_header_id|>' }}", NULL},
+    };
+    char err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        trit_chat_opts o = {.tmpl = cases[i].name, .add_generation_prompt = 1};
+        char *got = apply(&o, CONV, 4, err, sizeof err);
+        const char *want = cases[i].want ? cases[i].want : cases[1].want;
+        CHECKF(got && !strcmp(got, want), "%s\ngot:  [%s]\nwant: [%s]", cases[i].name, got ? got : err, want);
+        free(got);
+    }
+    trit_chat_opts o = {.tmpl = "chatml"}; /* no generation prompt */
+    char *got = apply(&o, CONV + 3, 1, err, sizeof err);
+    CHECK(got && !strcmp(got, "<|im_start|>user\nQ<|im_end|>\n"));
+    free(got);
+    o.tmpl = "This is not a chat template, it is"; /* without jinja: refused, as llama-server does */
+    got = apply(&o, CONV, 4, err, sizeof err);
+    CHECK(!got && strstr(err, "not supported, try using --jinja"));
+    free(got);
+    o.tmpl = "chatml", o.continue_final = 1; /* a continued message renders whole without jinja */
+    got = apply(&o, CONV + 2, 1, err, sizeof err);
+    CHECK(got && !strcmp(got, "<|im_start|>assistant\nYo<|im_end|>\n"));
+    free(got);
+}
+
+/* With jinja: the text is the template ("chatml" llama.cpp's ChatML), and the variables
+ * llama-server sets. */
+static void test_apply_jinja(void) {
+    char err[256];
+    trit_chat_opts legacy = {.tmpl = "chatml", .add_generation_prompt = 1}, o = legacy;
+    o.jinja = 1;
+    char *want = apply(&legacy, CONV, 4, err, sizeof err), *got = apply(&o, CONV, 4, err, sizeof err);
+    CHECKF(got && want && !strcmp(got, want), "jinja chatml: [%s]", got ? got : err);
+    free(got), free(want);
+    o.tmpl = "This is not a chat template, it is";
+    got = apply(&o, CONV, 4, err, sizeof err);
+    CHECK(got && !strcmp(got, o.tmpl));
+    free(got);
+    o.tmpl = "{{ bos_token }}{{ eos_token }}|{{ enable_thinking }}|{{ add_generation_prompt is defined }}|{{ tools | "
+             "length }}|"
+             "{{ foo }}|{{ date_string == strftime_now('%d %b %Y') }}{{ datetime == strftime_now('%b %d %Y') }}|"
+             "{{ messages[0].role }}:{{ messages[0].tool_calls[0].function.name }}:{{ messages[0].name }}";
+    o.tools = "[{\"type\": \"function\"}, 2]", o.vars = "{\"foo\": \"bar\"}", o.enable_thinking = 1;
+    trit_chat_message dev = {
+        .role = "developer", .content = "d", .tool_calls = "[{\"function\": {\"name\": \"f\"}}]", .name = "n"};
+    got = apply(&o, &dev, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<s></s>|True|True|2|bar|TrueTrue|system:f:n"), "[%s]", got ? got : err);
+    free(got);
+    o.tmpl = "{{ add_generation_prompt is defined }}{{ tools is defined }}{{ enable_thinking }}";
+    o.add_generation_prompt = 0, o.enable_thinking = 0, o.tools = "[]", o.vars = NULL;
+    got = apply(&o, &dev, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "FalseFalseFalse"), "[%s]", got ? got : err);
+    free(got);
+    o.tools = "[1,";
+    got = apply(&o, &dev, 1, err, sizeof err);
+    CHECKF(!got && strstr(err, "tools: invalid JSON"), "%s", err);
+    o.tools = NULL, o.vars = "[1]";
+    got = apply(&o, &dev, 1, err, sizeof err);
+    CHECKF(!got && strstr(err, "must be an object"), "%s", err);
+    /* a template that does not show a system message gets it joined to the next one */
+    o.vars = NULL;
+    o.tmpl = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% endif %}"
+             "[{{ m.role }}:{{ m.content }}]{% endfor %}";
+    got = apply(&o, CONV, 2, err, sizeof err);
+    CHECKF(got && !strcmp(got, "[user:Sys\n Hi ]"), "[%s]", got ? got : err);
+    free(got);
+    got = apply(&o, CONV, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, ""), "[%s]", got ? got : err);
+    free(got);
+    /* llama.cpp's Jinja joins an undefined or none operand to a string as "" */
+    o.tmpl = "{{ 'a' + nothing + none + 'b' }}";
+    got = apply(&o, CONV, 1, err, sizeof err);
+    CHECKF(got && !strcmp(got, "ab"), "[%s]", got ? got : err);
+    free(got);
+}
+
+/* continue_final: the generation prompt, then the message's text; a template with think tags
+ * closes the message's reasoning first (or, continuing the reasoning, leaves it open). */
+static void test_apply_continue(void) {
+    char err[256];
+    trit_chat_message m[] = {{.role = "user", .content = "Q"},
+                             {.role = "assistant", .content = "Wh", .reasoning_content = "R"}};
+    trit_chat_opts o = {.jinja = 1, .continue_final = 1};
+    o.tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</>{% endfor %}{% if add_generation_prompt %}<a>{% "
+             "endif %}";
+    char *got = apply(&o, m, 2, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<user>Q</><a>Wh"), "[%s]", got ? got : err);
+    free(got);
+    o.tmpl = "{# </think> #}{% for m in messages %}<{{ m.role }}>{{ m.content }}</>{% endfor %}"
+             "{% if add_generation_prompt %}<a><think>\n{% endif %}";
+    got = apply(&o, m, 2, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<user>Q</><a><think>R</think>Wh"), "[%s]", got ? got : err);
+    free(got);
+    o.continue_final = 2;
+    got = apply(&o, m, 2, err, sizeof err);
+    CHECKF(got && !strcmp(got, "<user>Q</><a><think>R"), "[%s]", got ? got : err);
+    free(got);
+}
+
+/* The request fields the server reads for templates, and its rendering with its options. */
+static int parse_chat_req(const char *body, srv_config *c, srv_req *q, char *err, size_t errlen) {
+    return route_parse(EP_CHAT, body, strlen(body), c, q, err, errlen);
+}
+
+static void test_chat_request_fields(void) {
+    srv_config c;
+    srv_config_defaults(&c);
+    srv_req q;
+    char err[256];
+    static const struct {
+        const char *body, *msg;
+    } bad[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},"
+         "{\"role\":\"assistant\",\"content\":\"c\"}]}",
+         "Cannot have 2 or more assistant messages at the end of the list."},
+        {"{\"add_generation_prompt\":true,\"continue_final_message\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+         "\"a\"}]}",
+         "Cannot set both add_generation_prompt and continue_final_message to true."},
+        {"{\"messages\":[{\"role\":\"assistant\"}]}",
+         "Assistant message must contain either 'content' or 'tool_calls'!"},
+        {"{\"chat_template_kwargs\":{\"enable_thinking\":\"no\"},\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "invalid type for \"enable_thinking\" (expected boolean, got string)"},
+        {"{\"reasoning_format\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "'reasoning_format' must be"},
+        {"{\"tools\":{},\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", "'tools' must be an array"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse_chat_req(bad[i].body, &c, &q, err, sizeof err);
+        CHECKF(rc == -1 && strstr(err, bad[i].msg), "%s: %s", bad[i].body, err);
+        if (!rc) srv_req_free(&q);
+    }
+    /* a trailing assistant message is prefilled; parts join with "\n", a continued one's with "\n\n" */
+    REQUIRE(
+        !parse_chat_req("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                        "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+                        "\"text\":\"W\"},{\"type\":\"text\",\"text\":\"h\"}]}],\"tools\":[{\"x\":1}],"
+                        "\"chat_template_kwargs\":{\"k\":2},\"reasoning_effort\":\"low\"}",
+                        &c, &q, err, sizeof err));
+    CHECK(q.continue_final == 1 && q.add_generation_prompt == 0 && !strcmp(q.msgs[0].content, "a\nb"));
+    CHECK(q.tools && !strcmp(q.tools, "[{\"x\":1}]"));
+    CHECKF(q.tmpl_vars && !strcmp(q.tmpl_vars, "{\"k\":2,\"reasoning_effort\":\"low\"}"), "%s", q.tmpl_vars);
+    c.chat_template = "llama3", c.jinja = 0;
+    char *p = render_chat(NULL, &c, &q, err, sizeof err); /* without jinja the prefill renders whole */
+    CHECKF(p &&
+               !strcmp(p,
+                       "<|start_header_id|>user<|end_header_id|>\n\na\nb<|eot_id|><|start_header_id|>assistant"
+                       "<|end_header_id|>\n\nW\nh<|eot_id|>"),
+           "[%s]", p ? p : err);
+    free(p);
+    c.chat_template = "{% for m in messages %}{{ m.content }}|{% endfor %}{% if add_generation_prompt %}A:{% endif %}";
+    c.jinja = 1;
+    p = render_chat(NULL, &c, &q, err, sizeof err);
+    CHECKF(p && !strcmp(p, "a\nb|A:W\n\nh"), "[%s]", p ? p : err);
+    free(p);
+    srv_req_free(&q);
+    /* --reasoning off: enable_thinking false unless the request's kwargs say otherwise */
+    c.reasoning = 0;
+    REQUIRE(!parse_chat_req("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", &c, &q, err, sizeof err));
+    CHECK(q.enable_thinking == 0 && q.continue_final == 0 && q.add_generation_prompt == 1 && !q.tmpl_vars);
+    srv_req_free(&q);
+    REQUIRE(!parse_chat_req("{\"chat_template_kwargs\":{\"enable_thinking\":true},\"continue_final_message\":"
+                            "\"reasoning_content\",\"add_generation_prompt\":false,\"messages\":[{\"role\":\"user\","
+                            "\"content\":\"a\"}]}",
+                            &c, &q, err, sizeof err));
+    CHECK(q.enable_thinking == 1 && q.continue_final == 2);
+    srv_req_free(&q);
+    c.prefill_assistant = 0; /* --no-prefill-assistant: a trailing assistant message is a whole one */
+    REQUIRE(!parse_chat_req(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}", &c, &q,
+        err, sizeof err));
+    CHECK(q.continue_final == 0 && q.add_generation_prompt == 1);
+    srv_req_free(&q);
+}
+
+/* reasoning_format none: a reply that starts inside a think block (by prefill) stays content. */
+static void test_reasoning_format_none(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    json_t *j = post(sv, "/v1/chat/completions",
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":"
+                     "\"<think>\\n\"}],\"max_tokens\":8,\"temperature\":0,\"reasoning_format\":\"none\"}",
+                     200);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    CHECK(!jpath_str(msg, "reasoning_content", NULL));
+    CHECK(jpath_str(msg, "content", NULL) && strlen(jpath_str(msg, "content", NULL)) > 0);
+    json_decref(j);
+    close_server(sv);
+}
+
+/* --no-jinja --chat-template command-r: /apply-template renders it and /props names it. */
+static void command_r(srv_config *c) { c->chat_template = "command-r", c->jinja = 0; }
+
+static void test_server_template_option(void) {
+    server *sv = open_with(command_r);
+    REQUIRE(sv);
+    json_t *a = post(sv, "/apply-template",
+                     "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a test.\"},"
+                     "{\"role\":\"user\",\"content\":\"Hi there\"}]}",
+                     200);
+    CHECK(!strcmp(jpath_str(a, "prompt", NULL),
+                  "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+                  "<|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"));
+    route_headers h = {0};
+    route_reply r = {0};
+    route_request(sv, "GET", "/props", &h, NULL, 0, &r);
+    json_t *p = r.body ? json_loads(r.body, 0, NULL) : NULL;
+    CHECK(r.status == 200 && p && !strcmp(jpath_str(p, "chat_template", NULL), "command-r"));
+    free(r.body);
+    json_decref(a), json_decref(p);
+    close_server(sv);
+}
+
+/* trit serve's template flags: a template that cannot render stops it with one line. */
+static void test_serve_template_flags(void) {
+    static const char *cases[] = {"serve -m %s --no-jinja --chat-template nosuch",
+                                  "serve -m %s --jinja --chat-template '{%% if %%}'",
+                                  "serve -m %s --chat-template-file /nonexistent.jinja",
+                                  "serve -m %s --reasoning maybe",
+                                  "serve -m %s --reasoning-format x",
+                                  "serve -m %s --reasoning-budget -2"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[1024], cmd[2048], *out = NULL;
+        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 </dev/null", trit_bin(), args);
+        int rc = run_cmd(cmd, &out);
+        int lines = 0;
+        for (const char *p = out ? out : ""; *p; p++) lines += *p == '\n';
+        CHECKF(rc == 1 && lines == 1 && strstr(out, "trit serve:"), "'trit %s': rc %d, output:\n%s", args, rc,
+               out ? out : "");
+        free(out);
+    }
+}
+
 const test_case chat_tests[] = {
     {"qwen3_template", test_qwen3_template},
     {"chatml_matches_qwen3", test_chatml_matches_qwen3},
@@ -579,5 +864,12 @@ const test_case chat_tests[] = {
     {"cli_turns", test_chat_cli_turns},
     {"cli_interrupt", test_chat_cli_interrupt},
     {"cli_flags", test_chat_cli_flags},
+    {"builtin_templates", test_builtin_templates},
+    {"apply_jinja", test_apply_jinja},
+    {"apply_continue", test_apply_continue},
+    {"chat_request_fields", test_chat_request_fields},
+    {"serve_template_flags", test_serve_template_flags},
+    {"reasoning_format_none", test_reasoning_format_none},
+    {"server_template_option", test_server_template_option},
     {0},
 };

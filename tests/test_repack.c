@@ -349,7 +349,7 @@ static void test_cache_parse(void) {
     free(b), free(ok);
 }
 
-/* -nr / --no-repack on the commands that load a model; LLAMA_ARG_NO_REPACK for serve. */
+/* -nr / --no-repack on the commands that load a model; LLAMA_ARG_REPACK for serve (llama.cpp's). */
 static void test_flags(void) {
     const char *m = shared_path("golden/models/tiny-llama-PTQ1_0.gguf");
     const char *cmds[] = {"run -m %s -p hi -n 2 --temp 0 -nr", "run -m %s -p hi -n 2 --temp 0 --no-repack",
@@ -362,12 +362,12 @@ static void test_flags(void) {
         CHECKF(run_cmd(cmd, NULL) == 0, "%s", cmd);
     }
     char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof cmd, "LLAMA_ARG_NO_REPACK=maybe %s serve -m %s 2>&1", trit_bin(), m);
+    snprintf(cmd, sizeof cmd, "LLAMA_ARG_REPACK=maybe %s serve -m %s 2>&1", trit_bin(), m);
     CHECK(run_cmd(cmd, &out) == 1 && out && count_lines(out) == 1 &&
-          strstr(out, "LLAMA_ARG_NO_REPACK expects true or false"));
+          strstr(out, "LLAMA_ARG_REPACK expects true or false"));
     free(out), out = NULL;
     snprintf(cmd, sizeof cmd, "%s serve --help", trit_bin());
-    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "-nr, --no-repack") && strstr(out, "LLAMA_ARG_NO_REPACK"));
+    CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "-nr, --no-repack") && strstr(out, "LLAMA_ARG_REPACK"));
     free(out);
 }
 

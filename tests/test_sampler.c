@@ -2,7 +2,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "engine/cand.h"
+#include "engine/mt19937.h"
 #include "trit.h"
 
 /* Parameters that leave only what a test names switched on. */
@@ -527,6 +530,278 @@ static void test_null_params(void) {
     trit_sampler_free(s);
 }
 
+/* The C++ standard's check value (the 10000th output for the default seed 5489) and the first
+ * outputs, as libstdc++'s std::mt19937 gives them. */
+static void test_mt19937(void) {
+    mt19937 g;
+    mt19937_seed(&g, 5489);
+    CHECK(mt19937_next(&g) == 3499211612u);
+    CHECK(mt19937_next(&g) == 581869302u);
+    for (int i = 2; i < 9999; i++) mt19937_next(&g);
+    CHECK(mt19937_next(&g) == 4123659995u);
+    mt19937_seed(&g, 42);
+    CHECK(mt19937_next(&g) == 1608637542u);
+}
+
+/* std::uniform_real_distribution<double>(0, 1) over std::mt19937 (libstdc++, printed with %a):
+ * two 32-bit draws per double, so seed 42's first double is mostly its second draw. */
+static void test_canonical(void) {
+    const double want42[6] = {0x1.97d47b66bfc3cp-1, 0x1.77aca8779b102p-3, 0x1.8f33a88f76c7fp-1,
+                              0x1.3196582932836p-1, 0x1.c88861e49fc36p-2, 0x1.997f4d627ef42p-4};
+    mt19937 g;
+    mt19937_seed(&g, 42);
+    for (int i = 0; i < 6; i++) CHECKF(mt19937_canonical(&g) == want42[i], "draw %d", i);
+    mt19937_seed(&g, 5489);
+    CHECK(mt19937_canonical(&g) == 0x1.1574f7b6848dep-3);
+}
+
+/* Ties keep the order libstdc++'s std::sort and std::partial_sort leave (printed from them over
+ * the same 40 logits): the draw picks by position, so this order is part of the result. */
+static void test_sort_orders(void) {
+    static const float l[40] = {0, 0, 1, 2, 3, 1, 1, 2, 2, 1, 0, 3, 2, 3, 3, 0, 1, 0, 1, 0,
+                                3, 1, 3, 0, 1, 0, 0, 0, 1, 2, 3, 2, 0, 3, 2, 2, 3, 3, 2, 3};
+    static const int sorted[40] = {20, 39, 37, 36, 33, 30, 22, 14, 13, 11, 4,  31, 12, 8,  7,  29, 38, 3,  34, 35,
+                                   21, 5,  28, 24, 6,  2,  18, 16, 9,  1,  32, 10, 27, 26, 25, 23, 0,  19, 17, 15};
+    static const int partial10[10] = {20, 4, 11, 30, 13, 33, 36, 37, 22, 14};
+    cand a[40], b[40];
+    for (int i = 0; i < 40; i++) a[i] = b[i] = (cand){.id = i, .logit = l[i]};
+    cand_sort(a, 40);
+    cand_partial_sort(b, 10, 40);
+    int bad = 0;
+    for (int i = 0; i < 40; i++) bad += a[i].id != sorted[i];
+    for (int i = 0; i < 10; i++) bad += b[i].id != partial10[i];
+    CHECKF(bad == 0, "%d positions differ", bad);
+    cand f[4];
+    for (int i = 0; i < 4; i++) f[i] = (cand){.id = i, .logit = 1.0f};
+    cand_partial_sort(f, 4, 4);
+    CHECK(f[0].id == 1 && f[1].id == 3 && f[2].id == 0 && f[3].id == 2);
+}
+
+/* The bucket sort puts the npartial best first, sorted, whatever the buckets (beyond +-10, a ban)
+ * and copies whole buckets, so at least npartial. A logit of 3.4e8 or more lands in bucket 0, as
+ * llama.cpp's unchecked float-to-int conversion puts it on x86: after every logit above -9.84. */
+static void test_bucket_sort(void) {
+    enum { N = 700 };
+    static cand src[N], dst[N], ref[N];
+    static int bucket[N];
+    uint32_t st = 3;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        src[i] = (cand){.id = i, .logit = (float)(st >> 8) / (float)(1u << 24) * 30.0f - 15.0f};
+    }
+    src[5].logit = -INFINITY, src[7].logit = 10.0f, src[8].logit = -10.0f;
+    const int ks[] = {1, 129, 256, N};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        int have = cand_bucket_sort(src, N, ks[t], dst, bucket), bad = 0;
+        CHECK(have >= ks[t] && have <= N);
+        memcpy(ref, src, sizeof ref);
+        cand_sort(ref, N);
+        for (int i = 0; i < ks[t]; i++) bad += dst[i].logit != ref[i].logit;
+        CHECKF(bad == 0, "k %d: %d out of order", ks[t], bad);
+    }
+    src[6].logit = 3.4e8f;
+    int above = 0; /* logits outside bucket 0: 6.4 l + 64 >= 1 */
+    for (int i = 0; i < N; i++) above += src[i].logit >= -9.84375f && i != 6;
+    cand_bucket_sort(src, N, N, dst, bucket);
+    CHECKF(dst[above].id == 6 && dst[0].id != 6, "3.4e8 at %d, want %d", dst[above].id == 6 ? above : -1, above);
+}
+
+/* llama.cpp's dist over four equal logits: target = 4 r against running sums 1, 2, 3, 4, so seed
+ * 42's doubles (above) pick positions 3 0 3 2 1 0. Unsorted candidates stand in id order; top-k 4
+ * leaves std::partial_sort's order 1 3 0 2. */
+static void test_dist_positions(void) {
+    const float flat[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    const int32_t plain_want[6] = {3, 0, 3, 2, 1, 0}, top_k_want[6] = {2, 1, 2, 0, 3, 1};
+    trit_sampler_params p = plain(42);
+    trit_sampler *s = trit_sampler_new(&p, 4);
+    p.top_k = 4;
+    trit_sampler *k = trit_sampler_new(&p, 4);
+    REQUIRE(s && k);
+    for (int i = 0; i < 6; i++) {
+        CHECKF(trit_sampler_sample(s, flat) == plain_want[i], "draw %d", i);
+        CHECKF(trit_sampler_sample(k, flat) == top_k_want[i], "top-k draw %d", i);
+    }
+    trit_sampler_free(s);
+    trit_sampler_free(k);
+}
+
+/* One draw per token even when the chain leaves a single candidate (llama.cpp keeps its generator
+ * in step so); only the seed's low 32 bits count, as llama.cpp's seed is 32 bits. */
+static void test_draw_per_token(void) {
+    const float flat[4] = {0.5f, 0.5f, 0.5f, 0.5f}, peak[4] = {9.0f, 0.0f, 0.0f, 0.0f};
+    trit_sampler_params p = plain(42 + (1ull << 32));
+    trit_sampler *s = trit_sampler_new(&p, 4);
+    p.min_p = 0.5f; /* leaves token 0 alone from peak */
+    trit_sampler *m = trit_sampler_new(&p, 4);
+    REQUIRE(s && m);
+    CHECK(trit_sampler_sample(s, flat) == 3);
+    CHECK(trit_sampler_sample(m, peak) == 0);
+    CHECK(trit_sampler_sample(m, flat) == 0 && trit_sampler_sample(s, flat) == 0); /* both at draw 2 */
+    trit_sampler_free(s);
+    trit_sampler_free(m);
+}
+
+/* The last draw's candidates with llama.cpp's dist probabilities: float exponentials over the
+ * best logit, normalised by their double sum. Unsorted ones (no top-k, min-p filtering in place)
+ * come back in order of probability; temp 0 leaves one of probability 1. */
+static void test_candidates(void) {
+    const float l[5] = {logf(0.15f), logf(0.4f), logf(0.05f), logf(0.3f), logf(0.1f)};
+    trit_sampler_params p = plain(1);
+    p.min_p = 0.3f; /* keeps 0.15, 0.4 and 0.3: ids 0, 1, 3 */
+    trit_sampler *s = trit_sampler_new(&p, 5);
+    REQUIRE(s);
+    int32_t ids[5];
+    float pr[5];
+    CHECK(trit_sampler_candidates(s, ids, pr, 5) == 0);
+    int32_t t = trit_sampler_sample(s, l);
+    CHECK(t == 0 || t == 1 || t == 3);
+    REQUIRE(trit_sampler_candidates(s, ids, pr, 5) == 3);
+    const float e[3] = {expf(l[1] - l[1]), expf(l[3] - l[1]), expf(l[0] - l[1])};
+    const double total = (double)e[2] + e[0] + e[1]; /* summed in id order: 0, 1, 3 */
+    CHECK(ids[0] == 1 && ids[1] == 3 && ids[2] == 0);
+    for (int i = 0; i < 3; i++) CHECKF(pr[i] == (float)(e[i] / total), "p[%d] %.9g", i, pr[i]);
+    CHECK(trit_sampler_candidates(s, NULL, pr, 1) == 3 && pr[0] == (float)(e[0] / total));
+    trit_sampler_reset(s);
+    CHECK(trit_sampler_candidates(s, ids, pr, 5) == 0);
+    trit_sampler_free(s);
+    p = trit_sampler_default_params();
+    p.temp = 0;
+    s = trit_sampler_new(&p, 5);
+    REQUIRE(s);
+    CHECK(trit_sampler_sample(s, l) == 1);
+    int n = trit_sampler_candidates(s, ids, pr, 5);
+    CHECK(n >= 1 && ids[0] == 1 && pr[0] == 1.0f);
+    for (int i = 1; i < n; i++) CHECK(pr[i] == 0.0f);
+    trit_sampler_free(s);
+}
+
+/* ---- mainline llama.cpp's token sequences (tests/data/sampler_*.txt, written by
+ * tests/scripts/gen_sampler_vectors.mjs through node-llama-cpp) ---- */
+
+typedef struct {
+    char name[64];
+    trit_sampler_params p;
+    trit_logit_bias bias[512];
+    int32_t prompt[64], out[64];
+    int n_prompt, n_out;
+} llama_case;
+
+/* Reads the next line that is not a comment into line; 0 at the end. */
+static int next_line(FILE *f, char *line, int size) {
+    while (fgets(line, size, f))
+        if (line[0] != '#') return 1;
+    return 0;
+}
+
+/* Parses "KEY N t1 .. tN"; 0 on a malformed line. */
+static int parse_tokens(const char *line, const char *key, int32_t *t, int *n) {
+    size_t k = strlen(key);
+    if (strncmp(line, key, k) || line[k] != ' ') return 0;
+    char *end;
+    long v = strtol(line + k, &end, 10);
+    if (end == line + k || v < 0 || v > 64) return 0;
+    *n = (int)v;
+    for (int i = 0; i < *n; i++) {
+        const char *at = end;
+        v = strtol(at, &end, 10);
+        if (end == at || v < 0 || v > INT32_MAX) return 0;
+        t[i] = (int32_t)v;
+    }
+    return 1;
+}
+
+/* Reads a case's three lines. Values are read as node-llama-cpp passes them: JavaScript doubles
+ * made float. */
+static int read_case(FILE *f, llama_case *c) {
+    static char line[16384];
+    if (!next_line(f, line, sizeof line)) return 0;
+    double temp, top_p, min_p, rep, pres, freq;
+    unsigned long long seed;
+    int n_bias, used;
+    memset(c, 0, sizeof *c);
+    c->p = trit_sampler_default_params();
+    if (sscanf(line, "case %63s %llu %lf %d %lf %lf %lf %d %lf %lf %d%n", c->name, &seed, &temp, &c->p.top_k, &top_p,
+               &min_p, &rep, &c->p.repeat_last_n, &pres, &freq, &n_bias, &used) != 11 ||
+        n_bias < 0 || n_bias > 512)
+        return -1;
+    c->p.seed = seed, c->p.temp = (float)temp, c->p.top_p = (float)top_p, c->p.min_p = (float)min_p;
+    c->p.repeat_penalty = (float)rep, c->p.presence_penalty = (float)pres, c->p.frequency_penalty = (float)freq;
+    char *at = line + used, *end;
+    for (int i = 0; i < n_bias; i++) {
+        long t = strtol(at, &end, 10);
+        if (end == at || t < 0 || t > INT32_MAX) return -1;
+        c->bias[i].token = (int32_t)t;
+        c->bias[i].bias = strtof(at = end, &end); /* "-inf" too */
+        if (end == at) return -1;
+        at = end;
+    }
+    c->p.logit_bias = c->bias, c->p.n_logit_bias = n_bias;
+    if (!next_line(f, line, sizeof line) || !parse_tokens(line, "prompt", c->prompt, &c->n_prompt)) return -1;
+    if (!next_line(f, line, sizeof line) || !parse_tokens(line, "out", c->out, &c->n_out)) return -1;
+    return 1;
+}
+
+/* Runs a case as llama-server does: the prompt evaluated and accepted, then sample, accept and
+ * evaluate each token. Returns the index of the first token that differs, or -1. */
+static int run_case(trit_model *m, trit_session *ss, float *logits, const llama_case *c) {
+    char err[256];
+    trit_session_reset(ss);
+    trit_sampler *s = trit_sampler_new_model(m, &c->p);
+    if (!s) return 0;
+    int bad = trit_session_eval(ss, c->prompt, c->n_prompt, logits, 0, err, sizeof err) ? 0 : -1;
+    for (int i = 0; i < c->n_prompt; i++) trit_sampler_accept(s, c->prompt[i]);
+    for (int i = 0; bad < 0 && i < c->n_out; i++) {
+        int32_t t = trit_sampler_sample(s, logits);
+        if (t != c->out[i]) bad = i;
+        trit_sampler_accept(s, t);
+        if (bad < 0 && i + 1 < c->n_out && trit_session_eval(ss, &t, 1, logits, 0, err, sizeof err)) bad = i;
+    }
+    trit_sampler_free(s);
+    return bad;
+}
+
+/* Every case of a vector file (tests/data/...) over a model (under ../shared) is llama.cpp's. */
+static void check_sequences(const char *vectors, const char *model) {
+    char err[256];
+    FILE *f = fopen(vectors, "r");
+    REQUIREF(f, "%s: cannot open", vectors);
+    trit_model_params mp = trit_model_default_params();
+    trit_model *m = trit_model_load(shared_path(model), &mp, err, sizeof err);
+    trit_session_params sp = trit_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_threads = 1;
+    trit_session *ss = m ? trit_session_new(m, &sp, err, sizeof err) : NULL;
+    float *logits = m ? malloc((size_t)trit_model_n_vocab(m) * sizeof *logits) : NULL;
+    int n = 0, r;
+    static llama_case c;
+    while (ss && logits && (r = read_case(f, &c)) != 0) {
+        if (r < 0) {
+            CHECKF(0, "%s: case %d: malformed", vectors, n + 1);
+            break;
+        }
+        int bad = run_case(m, ss, logits, &c);
+        CHECKF(bad < 0, "%s: %s: token %d differs from llama.cpp's", vectors, c.name, bad);
+        n++;
+    }
+    CHECKF(ss && logits && n >= 21, "%s: %d cases run (%s)", vectors, n, ss ? "" : err);
+    free(logits);
+    trit_session_free(ss);
+    trit_model_free(m);
+    fclose(f);
+}
+
+/* stories260K: a trained model, 512 tokens (top-k 200 and 512 take the buckets); its equal_* cases
+ * bias every token to one of three huge values, so the candidates are exactly llama.cpp's and the
+ * draws test the order ties are left in. */
+static void test_llama_cpp_stories(void) {
+    check_sequences("tests/data/sampler_stories260K.txt", "data/models/stories260K.gguf");
+}
+
+/* llama-2-tiny-random: 32000 near-uniform logits, so full buckets and long nuclei. */
+static void test_llama_cpp_tiny_random(void) {
+    check_sequences("tests/data/sampler_tiny_random.txt", "data/models/llama-2-tiny-random.gguf");
+}
+
 const test_case sampler_tests[] = {
     {"defaults", test_defaults},
     {"greedy", test_greedy},
@@ -548,5 +823,14 @@ const test_case sampler_tests[] = {
     {"ignore_eos", test_ignore_eos},
     {"total", test_total},
     {"null_params", test_null_params},
+    {"mt19937", test_mt19937},
+    {"canonical", test_canonical},
+    {"sort_orders", test_sort_orders},
+    {"bucket_sort", test_bucket_sort},
+    {"dist_positions", test_dist_positions},
+    {"draw_per_token", test_draw_per_token},
+    {"candidates", test_candidates},
+    {"llama_cpp_stories", test_llama_cpp_stories},
+    {"llama_cpp_tiny_random", test_llama_cpp_tiny_random},
     {0},
 };

@@ -14,20 +14,20 @@ static void test_prompt_cache(void) {
     const char *body = "{\"prompt\":\"Once upon a time, there was a little girl\",\"n_predict\":8,\"id_slot\":0}";
     json_t *a = post(sv, "/completion", body, 200);
     json_t *b = post(sv, "/completion", body, 200);
-    CHECK(json_integer_value(json_object_get(a, "tokens_cached")) == 0);
-    CHECK(json_integer_value(json_object_get(b, "tokens_cached")) ==
+    CHECK(json_integer_value(json_object_get(json_object_get(a, "timings"), "cache_n")) == 0);
+    CHECK(json_integer_value(json_object_get(json_object_get(b, "timings"), "cache_n")) ==
           json_integer_value(json_object_get(b, "tokens_evaluated")) - 1);
     CHECK(!strcmp(jpath_str(a, "content", NULL), jpath_str(b, "content", NULL)));
     /* a longer prompt with the old one as its prefix resumes too */
     json_t *c = post(
         sv, "/completion",
         "{\"prompt\":\"Once upon a time, there was a little girl named Lily\",\"n_predict\":4,\"id_slot\":0}", 200);
-    CHECK(json_integer_value(json_object_get(c, "tokens_cached")) > 0);
+    CHECK(json_integer_value(json_object_get(json_object_get(c, "timings"), "cache_n")) > 0);
     json_t *d = post(sv, "/completion",
                      "{\"prompt\":\"Once upon a time, there was a little "
                      "girl\",\"n_predict\":8,\"id_slot\":0,\"cache_prompt\":false}",
                      200);
-    CHECK(json_integer_value(json_object_get(d, "tokens_cached")) == 0 &&
+    CHECK(json_integer_value(json_object_get(json_object_get(d, "timings"), "cache_n")) == 0 &&
           !strcmp(jpath_str(a, "content", NULL), jpath_str(d, "content", NULL)));
     json_decref(a), json_decref(b), json_decref(c), json_decref(d);
     close_server(sv);
@@ -37,7 +37,7 @@ static void qwen35(srv_config *c) { c->model_path = shared_path("golden/models/t
 
 static char *content_of(server *sv, const char *body, int *cached) {
     json_t *j = post(sv, "/completion", body, 200);
-    *cached = (int)json_integer_value(json_object_get(j, "tokens_cached"));
+    *cached = (int)json_integer_value(json_object_get(json_object_get(j, "timings"), "cache_n"));
     char *s = strdup(jpath_str(j, "content", NULL) ? jpath_str(j, "content", NULL) : "?");
     json_decref(j);
     return s;

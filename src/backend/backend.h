@@ -3,7 +3,8 @@
  *   prepare   the weights at load, in the backend's own form (the CPU repacks ternary rows into
  *             panels; a GPU backend would upload them);
  *   state     a sequence's state on the backend (KV cache, recurrent Gated DeltaNet state, and the
- *             work area its passes run in): create, reset, copy, free;
+ *             work area its passes run in): create, reset, copy, free, and what rewinding, saving
+ *             and context shift need of it;
  *   forward   one pass over a batch of rows — each row a token of some sequence at a position —
  *             through a range of layers [l0, l1). A pass that starts past layer 0 reads the rows'
  *             residual stream from x, one that stops before the last layer writes it there, so
@@ -60,6 +61,16 @@ struct backend_ops {
     void (*state_reset)(backend_state *st);
     /* dst takes src's first n_past positions and its recurrent state (dst holds n_past). */
     int (*state_copy)(backend_state *dst, const backend_state *src, int n_past, trit_err *err);
+    /* The recurrent state (conv windows and Gated DeltaNet matrices) as one block of *bytes, or
+     * NULL and 0 when the model has none: the engine's checkpoints copy it out and back. */
+    void *(*recurrent)(backend_state *st, size_t *bytes);
+    /* Visits the state of the first n_past positions as regions in a fixed order (KV rows layer by
+     * layer, then the recurrent block), for saving and loading; stops at fn's first nonzero. */
+    int (*regions)(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
+    /* Context shift of an attention-only model: positions [n_keep, n_keep + n_discard) of n_past
+     * leave the cache, the later rows move down and their keys are rotated back n_discard
+     * positions (llama.cpp's K-shift). */
+    void (*shift)(backend_state *st, int n_keep, int n_discard, int n_past);
     /* Whether a pass run in work's work area can carry rows of st. */
     int (*can_share)(const backend_state *work, const backend_state *st);
     /* One pass of nb rows (at most max_rows) through layers [l0, l1), in work's work area. l0 = 0:

@@ -1,6 +1,7 @@
 /* trit: the public API (include/trit.h) over the internal modules. */
 #include "trit.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,49 @@ int trit_session_copy(trit_session *dst, const trit_session *src, char *err, siz
     return 0;
 }
 
+int trit_session_checkpoint(trit_session *s, char *err, size_t errlen) {
+    trit_err e = {{0}};
+    if (session_checkpoint(s->s, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+int trit_session_truncate(trit_session *s, int n) { return session_truncate(s->s, n); }
+int trit_session_can_shift(const trit_session *s) { return session_attention_only(s->s); }
+
+int trit_session_shift(trit_session *s, int n_keep, int n_discard, char *err, size_t errlen) {
+    trit_err e = {{0}};
+    if (session_shift(s->s, n_keep, n_discard, &e)) {
+        copy_err(&e, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+long long trit_session_save_file(trit_session *s, const char *path, const int32_t *words, int n_words, char *err,
+                                 size_t errlen) {
+    trit_err e = {{0}};
+    FILE *f = fopen(path, "wb");
+    long long n =
+        f ? session_save(s->s, f, words, n_words, &e) : fail(&e, "cannot create %s: %s", path, strerror(errno));
+    if (f && fclose(f) && n >= 0) n = fail(&e, "cannot write %s", path);
+    if (n < 0) copy_err(&e, err, errlen);
+    return n;
+}
+
+long long trit_session_load_file(trit_session *s, const char *path, int32_t *words, int max_words, int *n_words,
+                                 char *err, size_t errlen) {
+    trit_err e = {{0}};
+    FILE *f = fopen(path, "rb");
+    long long n = f ? session_load(s->s, f, words, max_words, n_words, &e)
+                    : fail(&e, "cannot open %s: %s", path, strerror(errno));
+    if (f) fclose(f);
+    if (n < 0) copy_err(&e, err, errlen);
+    return n;
+}
+
 int trit_session_eval(trit_session *s, const int32_t *tokens, int n, float *logits, int all_logits, char *err,
                       size_t errlen) {
     trit_err e = {{0}};
@@ -207,6 +251,16 @@ char *trit_model_chat_render(const trit_model *m, const char *tmpl, const trit_c
     char *bos = token_text(m, trit_token_bos(m)), *eos = token_text(m, trit_token_eos(m));
     char *out = chat_render(tmpl ? tmpl : trit_model_chat_template(m), bos ? bos : "", eos ? eos : "", msgs, n_msgs,
                             add_generation_prompt, enable_thinking, err, errlen);
+    free(bos), free(eos);
+    return out;
+}
+
+char *trit_model_chat_apply(const trit_model *m, const trit_chat_opts *o, const trit_chat_message *msgs, int n_msgs,
+                            char *err, size_t errlen) {
+    char *bos = m ? token_text(m, trit_token_bos(m)) : NULL, *eos = m ? token_text(m, trit_token_eos(m)) : NULL;
+    char *out = chat_apply(o, m ? trit_model_chat_template(m) : NULL, bos, eos, msgs, n_msgs, err, errlen);
+    size_t nb = bos ? strlen(bos) : 0; /* the tokenizer adds BOS: a template's own would double it */
+    if (out && nb && trit_add_bos(m) && !strncmp(out, bos, nb)) memmove(out, out + nb, strlen(out + nb) + 1);
     free(bos), free(eos);
     return out;
 }

@@ -1,9 +1,11 @@
-/* sampler: llama.cpp's common chain for these parameters, in its order:
+/* sampler: llama.cpp's common chain for these parameters, in its order and arithmetic:
  * logit bias (ignore_eos's bans of the end-of-generation tokens appended, as common_params does)
  * -> penalties (repeat, then frequency and presence, over the last repeat_last_n tokens: its
- * penalties sampler) -> top-k -> top-p -> min-p -> temperature -> seeded draw from the softmax.
- * The first two only edit logits, so they are folded into reading a token's logit.
- * All buffers are allocated with the sampler; sampling itself never allocates. */
+ * penalties sampler) -> top-k -> top-p -> min-p -> temperature -> dist (one mt19937 draw).
+ * The first two only edit logits, so they are folded into reading a token's logit. Each later
+ * stage works on a candidate array as llama.cpp's does, keeping its "sorted" flag, its sorts and
+ * its float sums, since the draw picks by position in that array. All buffers are allocated with
+ * the sampler; sampling itself never allocates. */
 #include "trit.h"
 
 #include <float.h>
@@ -13,16 +15,15 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    int32_t id;
-    float logit;
-    float p;
-} cand;
+#include "engine/cand.h"
+#include "engine/mt19937.h"
 
 struct trit_sampler {
     trit_sampler_params par;
     int n_vocab;
     cand *c; /* n_vocab candidates; the chain shrinks the live prefix */
+    cand *tmp; /* n_vocab: the bucket sorts' output */
+    int *bucket; /* n_vocab: the bucket sorts' scratch */
     uint32_t *count; /* per token: occurrences in the penalty window */
     int32_t *ring; /* the last repeat_last_n accepted tokens (NULL for -1 or 0) */
     int ring_len, ring_pos;
@@ -31,8 +32,9 @@ struct trit_sampler {
     float *bias;
     int penalize; /* a penalty is on */
     int can_raise; /* a penalty can raise a logit: repeat < 1, or a negative frequency or presence */
-    uint64_t seed; /* the effective seed, so reset can replay the sequence */
-    uint64_t rng[4]; /* xoshiro256** state */
+    int n_last, last_sorted; /* the last draw's candidates: c[0..n_last), whether in order */
+    uint32_t seed; /* the effective seed, so reset can replay the sequence */
+    mt19937 rng;
 };
 
 trit_sampler_params trit_sampler_default_params(void) {
@@ -53,42 +55,25 @@ trit_sampler_params trit_sampler_default_params(void) {
     return p;
 }
 
-/* ---- PRNG: splitmix64 expands the seed into xoshiro256** state ---- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+/* A seed for TRIT_DEFAULT_SEED (llama.cpp asks std::random_device): the clock's nanoseconds and
+ * a counter, mixed, so samplers made in the same instant differ. */
+static uint32_t random_seed(void) {
+    static _Atomic uint32_t made;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)made++ << 48);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return (uint32_t)(z ^ (z >> 31));
 }
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(uint64_t s[4]) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-static void rng_seed(trit_sampler *s) {
-    uint64_t x = s->seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(trit_sampler *s) { return (double)(rng_next(s->rng) >> 11) * 0x1.0p-53; }
 
 /* ---- lifetime ---- */
 
 static int params_ok(const trit_sampler_params *p) {
     if (isnan(p->temp) || isnan(p->top_p) || isnan(p->min_p) || !isfinite(p->repeat_penalty) ||
-        !(p->repeat_penalty > 0) || p->repeat_last_n < -1 || !isfinite(p->presence_penalty) ||
-        !isfinite(p->frequency_penalty) || p->n_logit_bias < 0 || (p->n_logit_bias && !p->logit_bias))
+        !(p->repeat_penalty > 0) || !isfinite(1.0f / p->repeat_penalty) || p->repeat_last_n < -1 ||
+        !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty) || p->n_logit_bias < 0 ||
+        (p->n_logit_bias && !p->logit_bias))
         return 0;
     for (int i = 0; i < p->n_logit_bias; i++)
         if (isnan(p->logit_bias[i].bias) || p->logit_bias[i].bias == INFINITY) return 0;
@@ -146,18 +131,21 @@ static trit_sampler *sampler_new(const trit_sampler_params *p, int n_vocab, cons
     s->penalize = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
     s->can_raise = p->repeat_penalty < 1.0f || p->frequency_penalty < 0.0f || p->presence_penalty < 0.0f;
     s->c = malloc((size_t)n_vocab * sizeof *s->c);
+    s->tmp = malloc((size_t)n_vocab * sizeof *s->tmp);
+    s->bucket = malloc((size_t)n_vocab * sizeof *s->bucket);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->ring = s->ring_len ? malloc((size_t)s->ring_len * sizeof *s->ring) : NULL;
     int n_eog = 0;
     int32_t *eog = p->ignore_eos ? eog_tokens(m, n_vocab, &n_eog) : NULL;
-    int ok = s->c && s->count && (!s->ring_len || s->ring) && (!p->ignore_eos || eog) &&
+    int ok = s->c && s->tmp && s->bucket && s->count && (!s->ring_len || s->ring) && (!p->ignore_eos || eog) &&
         !set_biases(s, p->logit_bias, p->n_logit_bias, eog, n_eog);
     free(eog);
     if (!ok) {
         trit_sampler_free(s);
         return NULL;
     }
-    s->seed = p->seed != TRIT_DEFAULT_SEED ? p->seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    /* llama.cpp's seed is 32 bits: the low word counts, and its all-ones value means random */
+    s->seed = (uint32_t)p->seed != (uint32_t)TRIT_DEFAULT_SEED ? (uint32_t)p->seed : random_seed();
     trit_sampler_reset(s);
     return s;
 }
@@ -171,6 +159,8 @@ trit_sampler *trit_sampler_new_model(const trit_model *m, const trit_sampler_par
 void trit_sampler_free(trit_sampler *s) {
     if (!s) return;
     free(s->c);
+    free(s->tmp);
+    free(s->bucket);
     free(s->count);
     free(s->ring);
     free(s->bias_off);
@@ -184,7 +174,8 @@ void trit_sampler_reset(trit_sampler *s) {
     memset(s->count, 0, (size_t)s->n_vocab * sizeof *s->count);
     if (s->ring) memset(s->ring, 0xFF, (size_t)s->ring_len * sizeof *s->ring); /* -1: empty */
     s->ring_pos = 0;
-    rng_seed(s);
+    s->n_last = 0;
+    mt19937_seed(&s->rng, s->seed);
 }
 
 /* The window is a ring of the last repeat_last_n tokens; -1 counts the whole history. */
@@ -212,7 +203,9 @@ static float adjusted(const trit_sampler *s, const float *logits, int i) {
     if (n && s->penalize) {
         const trit_sampler_params *p = &s->par;
         if (p->repeat_penalty != 1.0f) l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
-        l -= (float)n * p->frequency_penalty + p->presence_penalty;
+        float sub = (float)n * p->frequency_penalty; /* two statements: no fused multiply-add */
+        sub += p->presence_penalty;
+        l -= sub;
     }
     return l;
 }
@@ -223,142 +216,212 @@ static int can_rise(const trit_sampler *s, int i) {
     return (s->bias && s->bias_off[i] < s->bias_off[i + 1]) || (s->count[i] && s->can_raise);
 }
 
-/* The adjusted logit made finite, so that comparisons stay a total order (a ban, -INFINITY,
- * becomes -FLT_MAX, whose probability is 0 next to any finite logit). */
-static float logit_of(const trit_sampler *s, const float *logits, int i) {
-    float l = adjusted(s, logits, i);
-    if (isnan(l)) return -FLT_MAX;
-    return l > FLT_MAX ? FLT_MAX : l < -FLT_MAX ? -FLT_MAX : l;
-}
-
 void trit_sampler_adjust_logits(const trit_sampler *s, const float *logits, float *out) {
     if (!s || !logits || !out) return;
     for (int i = 0; i < s->n_vocab; i++) out[i] = adjusted(s, logits, i);
 }
 
-/* Every token a candidate. */
-static void fill(trit_sampler *s, const float *logits) {
+/* The candidates: the live prefix c[0..n) and whether it is sorted best first. */
+typedef struct {
+    cand *c;
+    int n, sorted;
+} cands;
+
+/* A logit as the stages read it: NaN becomes -INFINITY (never picked while another can be, and
+ * the sorts need a total order) and +INFINITY the largest float (so softmax has no inf - inf). */
+static float logit_of(const trit_sampler *s, const float *logits, int i) {
+    float l = adjusted(s, logits, i);
+    if (isnan(l)) return -INFINITY;
+    return l > FLT_MAX ? FLT_MAX : l;
+}
+
+/* llama.cpp's in-place partial sort: std::partial_sort up to 128, the buckets above. */
+static void partial_sort(trit_sampler *s, cands *a, int k) {
+    if (k < CAND_BUCKET_MIN) cand_partial_sort(a->c, k, a->n);
+    else {
+        cand_bucket_sort(a->c, a->n, k, s->tmp, s->bucket);
+        memcpy(a->c, s->tmp, (size_t)k * sizeof *a->c);
+    }
+    a->n = k;
+    a->sorted = 1;
+}
+
+/* Every token a candidate, in id order (llama.cpp's starting array). */
+static void fill(trit_sampler *s, const float *logits, cands *a) {
     for (int i = 0; i < s->n_vocab; i++) s->c[i] = (cand){.id = i, .logit = logit_of(s, logits, i)};
+    *a = (cands){s->c, s->n_vocab, 0};
 }
 
-/* Higher logit first; the lower id breaks ties so every step is deterministic. */
-static int cand_before(const cand *a, const cand *b) {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
-static int argmax(const cand *c, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (cand_before(&c[i], &c[best])) best = i;
-    return best;
-}
-
-/* Heap whose root is the worst candidate (cand_before inverted), for selection and sorting
- * in place: qsort may allocate, and sampling must not. */
-static void heap_down(cand *h, int n, int i) {
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && cand_before(&h[m], &h[l])) m = l;
-        if (r < n && cand_before(&h[m], &h[r])) m = r;
-        if (m == i) return;
-        cand t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static void heapify(cand *c, int n) {
-    for (int i = n / 2 - 1; i >= 0; i--) heap_down(c, n, i);
-}
-
-/* Turns a heap into a best-first array by moving the worst to the end, repeatedly. */
-static void heap_sort(cand *c, int n) {
-    for (int end = n - 1; end > 0; end--) {
-        cand t = c[0];
-        c[0] = c[end];
-        c[end] = t;
-        heap_down(c, end, 0);
-    }
-}
-
-/* The k best tokens (0 < k < n_vocab), sorted, as s->c[0..k): a heap of k, the others only read,
- * since a later token (higher id) must beat the worst kept one's logit outright. */
-static int top_k(trit_sampler *s, const float *logits, int k) {
+/* Top-k on the full vocabulary: the heap selection of std::partial_sort, streamed, so a token
+ * that cannot beat the heap's worst is not even adjusted (its logit only falls, unless can_rise). */
+static void fill_top_k(trit_sampler *s, const float *logits, cands *a, int k) {
     cand *c = s->c;
     for (int i = 0; i < k; i++) c[i] = (cand){.id = i, .logit = logit_of(s, logits, i)};
-    heapify(c, k);
+    cand_make_heap(c, k);
     for (int i = k; i < s->n_vocab; i++) {
-        if (!(logits[i] > c[0].logit) && !can_rise(s, i)) continue; /* cannot get in */
+        if (!(logits[i] > c[0].logit) && !can_rise(s, i)) continue;
         float l = logit_of(s, logits, i);
-        if (!(l > c[0].logit)) continue;
-        c[0] = (cand){.id = i, .logit = l};
-        heap_down(c, k, 0);
+        if (l > c[0].logit) cand_heap_replace_top(c, k, (cand){.id = i, .logit = l});
     }
-    heap_sort(c, k);
-    return k;
+    cand_sort_heap(c, k);
+    *a = (cands){c, k, 1};
 }
 
-/* Fills p with softmax(logit / temp). Logits are finite, so the largest term is exp(0) = 1 and
- * the sum never vanishes; a huge logit / temp cannot overflow since only differences scale. A
- * logit of -FLT_MAX (banned, -INFINITY or NaN) below the largest gets 0 at any temperature. */
-static void softmax(cand *c, int n, float temp) {
-    float max = c[argmax(c, n)].logit;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        c[i].p = c[i].logit == -FLT_MAX && max > -FLT_MAX ? 0.0f : expf((c[i].logit - max) / temp);
-        sum += c[i].p;
-    }
-    for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
-}
-
-/* Smallest prefix (by probability) whose mass reaches top_p. */
-static int top_p(cand *c, int n, float p, int sorted) {
-    if (p >= 1.0f) return n;
-    if (!sorted) heapify(c, n), heap_sort(c, n);
-    softmax(c, n, 1.0f);
-    double cum = 0;
-    for (int i = 0; i < n; i++) {
-        cum += c[i].p;
-        if (cum >= p) return i + 1;
-    }
-    return n;
-}
-
-/* Keeps candidates whose probability is at least min_p times the best one's; min_p above 1
- * acts as 1, so the best always stays. */
-static int min_p(cand *c, int n, float p) {
-    if (p <= 0.0f) return n;
-    if (p > 1.0f) p = 1.0f;
-    float thr = c[argmax(c, n)].logit + logf(p);
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (c[i].logit >= thr) c[m++] = c[i];
+/* The largest logit, std::max's way (the first of equal ones). */
+static float max_logit(const cands *a) {
+    float m = a->c[0].logit;
+    if (!a->sorted)
+        for (int i = 1; i < a->n; i++) m = m < a->c[i].logit ? a->c[i].logit : m;
     return m;
 }
 
-static int32_t draw(trit_sampler *s, int n) {
-    softmax(s->c, n, s->par.temp);
-    double r = rng_uniform(s), cum = 0;
-    int last = 0; /* the last candidate of non-zero probability */
-    for (int i = 0; i < n; i++) {
-        cum += s->c[i].p;
-        if (r < cum) return s->c[i].id;
-        if (s->c[i].p > 0) last = i;
+/* llama.cpp's softmax: float exponentials, a float sum. */
+static void softmax(cands *a) {
+    float max = max_logit(a), sum = 0.0f;
+    for (int i = 0; i < a->n; i++) sum += a->c[i].p = expf(a->c[i].logit - max);
+    for (int i = 0; i < a->n; i++) a->c[i].p /= sum;
+}
+
+/* Keeps the shortest best-first prefix whose probabilities, summed in float, reach p. An unsorted
+ * vocabulary above 1024 tokens first sorts only its best 256, and all of it when they fall short. */
+static void top_p(trit_sampler *s, cands *a, float p) {
+    if (p >= 1.0f) return;
+    softmax(a);
+    int k = a->n;
+    const cand *d = a->c;
+    if (!a->sorted && a->n > 1024) {
+        k = 256;
+        cand_bucket_sort(a->c, a->n, k, s->tmp, s->bucket);
+        d = s->tmp;
+    } else if (!a->sorted) partial_sort(s, a, a->n);
+    float cum = 0.0f;
+    int last = a->n;
+    for (int i = 0; i < a->n; i++) {
+        cum += d[i].p;
+        if (cum >= p) {
+            last = i + 1;
+            break;
+        }
+        if (!a->sorted && i == k - 1) {
+            k = a->n;
+            cand_bucket_sort(a->c, a->n, k, s->tmp, s->bucket);
+        }
     }
-    return s->c[last].id; /* rounding left r above the total; never a candidate of probability 0 */
+    if (!a->sorted) {
+        memcpy(a->c, s->tmp, (size_t)last * sizeof *a->c);
+        a->sorted = 1;
+    }
+    a->n = last;
+}
+
+/* Keeps the tokens whose logit is within log(p) of the best: an unsorted array is filtered in
+ * place, in order; a sorted one (or one the filter would empty) keeps a prefix, never less than
+ * the best token. */
+static void min_p(trit_sampler *s, cands *a, float p) {
+    if (p <= 0.0f) return;
+    const float lp = logf(p);
+    if (!a->sorted) {
+        float max = -FLT_MAX;
+        for (int i = 0; i < a->n; i++) max = max < a->c[i].logit ? a->c[i].logit : max;
+        const float min = max + lp;
+        int m = 0;
+        for (int i = 0; i < a->n; i++)
+            if (a->c[i].logit >= min) a->c[m++] = a->c[i];
+        if (m) {
+            a->n = m;
+            return;
+        }
+        partial_sort(s, a, a->n);
+    }
+    const float min = a->c[0].logit + lp;
+    int i = 1;
+    while (i < a->n && !(a->c[i].logit < min)) i++;
+    a->n = i;
+}
+
+/* Divides the logits by temp; temp <= 0 leaves the first best logit and makes the rest
+ * -INFINITY. A ban stays -INFINITY even at temp = INFINITY (where llama.cpp would get NaN). */
+static void temperature(cands *a, float temp) {
+    if (temp <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < a->n; i++) {
+            if (a->c[i].logit > a->c[best].logit) {
+                a->c[best].logit = -INFINITY;
+                best = i;
+            } else a->c[i].logit = -INFINITY;
+        }
+        return;
+    }
+    for (int i = 0; i < a->n; i++)
+        if (a->c[i].logit != -INFINITY) a->c[i].logit /= temp;
+}
+
+/* llama.cpp's dist: one uniform double r per token (even for a single candidate), float
+ * exponentials summed in double, the first candidate whose running sum reaches r times the total,
+ * and every probability normalised (for trit_sampler_candidates). When the sum is not a number
+ * (every logit banned, or an infinite one after temperature), the best candidate is taken, with
+ * probability 1, where llama.cpp would take the last. */
+static int32_t dist(trit_sampler *s, const cands *a) {
+    const double r = mt19937_canonical(&s->rng);
+    cand *c = a->c;
+    if (a->n == 1) {
+        c[0].p = 1.0f;
+        return c[0].id;
+    }
+    const float max = max_logit(a);
+    double total = 0.0;
+    for (int i = 0; i < a->n; i++) total += c[i].p = expf(c[i].logit - max);
+    const double target = total * r;
+    double run = 0.0;
+    int pick = -1;
+    for (int i = 0; i < a->n; i++) {
+        if (pick < 0 && (run += c[i].p) >= target && c[i].p > 0) pick = i; /* p: only r = 0 differs */
+        c[i].p = (float)(c[i].p / total);
+        if (isnan(c[i].p)) c[i].p = 0.0f; /* inf / inf, from a huge logit the buckets put last */
+    }
+    if (pick < 0) {
+        pick = 0;
+        for (int i = 0; i < a->n; i++) {
+            if (c[i].logit > c[pick].logit) pick = i;
+            c[i].p = 0.0f;
+        }
+        c[pick].p = 1.0f;
+    }
+    return c[pick].id;
 }
 
 int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
-    int n = s->n_vocab, k = s->par.top_k;
-    if (s->par.temp > 0 && k > 0 && k < n) k = top_k(s, logits, k);
+    const trit_sampler_params *p = &s->par;
+    cands a;
+    const int k = p->top_k < s->n_vocab ? p->top_k : s->n_vocab;
+    if (k > 0 && k < CAND_BUCKET_MIN) fill_top_k(s, logits, &a, k);
     else {
-        fill(s, logits);
-        if (s->par.temp <= 0) return s->c[argmax(s->c, n)].id;
-        k = n;
+        fill(s, logits, &a);
+        if (k > 0) partial_sort(s, &a, k);
     }
-    n = top_p(s->c, k, s->par.top_p, k < s->n_vocab);
-    n = min_p(s->c, n, s->par.min_p);
-    return draw(s, n);
+    top_p(s, &a, p->top_p);
+    min_p(s, &a, p->min_p);
+    temperature(&a, p->temp);
+    int32_t tok = dist(s, &a);
+    s->n_last = a.n;
+    s->last_sorted = a.sorted;
+    return tok;
+}
+
+/* llama-server's post-sampling probabilities (common_sampler_get_candidates): the last draw's
+ * candidates, put in order of probability with std::sort's comparison of p unless the chain left
+ * them sorted (by logit, the same order). Sorting by p is sorting by a logit field set to p. */
+int trit_sampler_candidates(trit_sampler *s, int32_t *ids, float *probs, int max) {
+    if (!s) return 0;
+    if (!s->last_sorted) {
+        for (int i = 0; i < s->n_last; i++) s->c[i].logit = s->c[i].p;
+        cand_sort(s->c, s->n_last);
+        s->last_sorted = 1;
+    }
+    for (int i = 0; i < max && i < s->n_last; i++) {
+        if (ids) ids[i] = s->c[i].id;
+        if (probs) probs[i] = s->c[i].p;
+    }
+    return s->n_last;
 }

@@ -1,7 +1,9 @@
-/* session: evaluation in passes of the backend's rows. */
+/* session: evaluation in passes of the backend's rows; rewinding, checkpoints, context shift and
+ * the state file. */
 #include "engine/session.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
     const model *m = b->m;
@@ -21,6 +23,7 @@ session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err 
     }
     s->b = b;
     s->n_ctx = n_ctx;
+    s->kv_f16 = kv_f16;
     if (!(s->st = b->ops->state_new(b, n_ctx, n_threads, kv_f16, err))) {
         free(s);
         return NULL;
@@ -28,22 +31,187 @@ session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err 
     return s;
 }
 
+/* Drops the checkpoints from index i on. */
+static void drop_ckpts(session *s, int i) {
+    for (int k = i; k < s->n_ckpt; k++) free(s->ckpt[k].data);
+    s->n_ckpt = i < s->n_ckpt ? i : s->n_ckpt;
+}
+
 void session_free(session *s) {
     if (!s) return;
+    drop_ckpts(s, 0);
     s->b->ops->state_free(s->st);
     free(s);
 }
 
 void session_reset(session *s) {
     s->n_past = 0;
+    drop_ckpts(s, 0);
     s->b->ops->state_reset(s->st);
 }
 
 int session_copy(session *dst, const session *src, trit_err *err) {
     if (dst->b != src->b) return fail(err, "sessions of different models or cache types");
     if (dst->b->ops->state_copy(dst->st, src->st, src->n_past, err)) return -1;
+    drop_ckpts(dst, 0);
     dst->n_past = src->n_past;
     return 0;
+}
+
+int session_attention_only(const session *s) { return s->b->m->hp.n_recurrent == 0; }
+
+int session_checkpoint(session *s, trit_err *err) {
+    size_t bytes;
+    const void *rec = s->b->ops->recurrent(s->st, &bytes);
+    if (!rec) return 0;
+    int i = 0;
+    while (i < s->n_ckpt && s->ckpt[i].pos != s->n_past) i++;
+    session_ckpt c = {s->n_past, NULL};
+    if (i < s->n_ckpt) c.data = s->ckpt[i].data; /* the same position re-evaluated: refreshed */
+    else if (s->n_ckpt == SESSION_CKPTS) c.data = s->ckpt[i = 0].data;
+    else if (!(c.data = malloc(bytes))) return fail(err, "out of memory for a checkpoint (%zu MiB)", bytes >> 20);
+    else s->n_ckpt++;
+    memmove(&s->ckpt[i], &s->ckpt[i + 1], (size_t)(s->n_ckpt - 1 - i) * sizeof *s->ckpt);
+    memcpy(c.data, rec, bytes);
+    s->ckpt[s->n_ckpt - 1] = c;
+    return 0;
+}
+
+int session_truncate(session *s, int n) {
+    n = n < 0 ? 0 : n > s->n_past ? s->n_past : n;
+    size_t bytes;
+    void *rec = s->b->ops->recurrent(s->st, &bytes);
+    if (!rec || n == s->n_past) return s->n_past = n;
+    int best = -1;
+    for (int i = 0; i < s->n_ckpt; i++)
+        if (s->ckpt[i].pos <= n && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos)) best = i;
+    int reached = best < 0 ? 0 : s->ckpt[best].pos;
+    if (best >= 0) memcpy(rec, s->ckpt[best].data, bytes);
+    else s->b->ops->state_reset(s->st);
+    for (int i = 0; i < s->n_ckpt;) /* checkpoints past the new position describe tokens now gone */
+        if (s->ckpt[i].pos > reached) {
+            free(s->ckpt[i].data);
+            memmove(&s->ckpt[i], &s->ckpt[i + 1], (size_t)(s->n_ckpt - 1 - i) * sizeof *s->ckpt);
+            s->n_ckpt--;
+        } else i++;
+    return s->n_past = reached;
+}
+
+int session_shift(session *s, int n_keep, int n_discard, trit_err *err) {
+    if (!session_attention_only(s))
+        return fail(err, "context shift cannot be exact for %s: its recurrent layers hold the dropped tokens",
+                    s->b->m->arch);
+    if (n_keep < 0 || n_discard <= 0 || n_keep > s->n_past - n_discard)
+        return fail(err, "cannot drop %d tokens after %d of %d", n_discard, n_keep, s->n_past);
+    s->b->ops->shift(s->st, n_keep, n_discard, s->n_past);
+    s->n_past -= n_discard;
+    return 0;
+}
+
+/* ---- the state file ----
+ * u32 magic, u32 version, u32 n_words, n_words int32 words (the caller's: the tokens), then the
+ * body: u64 model fingerprint, u32 n_past, kv_f16, n_layer, n_embd, n_vocab, the backend's regions
+ * of n_past positions, and a u64 hash of the body. The words stay outside the hash so a caller
+ * may rewrite them (llama-server's legacy token lists). */
+#define STATE_MAGIC 0x53535254u /* "TRSS" */
+#define STATE_VERSION 1u
+#define STATE_MAX_WORDS (1 << 24)
+
+typedef struct {
+    FILE *f;
+    int reading;
+    uint64_t h;
+    long long bytes;
+} state_io;
+
+/* FNV-1a over 8-byte words (bytes at the tail): a stored bit flipped changes it. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (; n >= 8; n -= 8, b += 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; n; n--, b++) h = (h ^ *b) * 0x100000001b3ull;
+    return h;
+}
+
+static int io_region(void *ctx, void *p, size_t n) {
+    state_io *io = ctx;
+    if (io->reading ? fread(p, 1, n, io->f) != n : (io->h = hash_bytes(io->h, p, n), fwrite(p, 1, n, io->f) != n))
+        return -1;
+    if (io->reading) io->h = hash_bytes(io->h, p, n);
+    io->bytes += (long long)n;
+    return 0;
+}
+
+/* What a state belongs to: the shape, the weight types (in desc) and some weights' bytes. */
+static uint64_t model_fingerprint(const model *m) {
+    uint64_t h = hash_bytes(0xcbf29ce484222325ull, m->arch, strlen(m->arch));
+    h = hash_bytes(h, m->desc, strlen(m->desc));
+    h = hash_bytes(h, &m->hp, sizeof m->hp);
+    h = hash_bytes(h, m->output_norm, (size_t)m->hp.n_embd * sizeof(float));
+    return m->output.data ? hash_bytes(h, m->output.data, (size_t)m->output.row_bytes) : h;
+}
+
+typedef struct {
+    uint64_t fingerprint;
+    uint32_t n_past, kv_f16, n_layer, n_embd, n_vocab;
+} state_head;
+
+static state_head head_of(const session *s) {
+    const hparams *hp = &s->b->m->hp;
+    state_head h;
+    memset(&h, 0, sizeof h); /* padding included: the struct is hashed */
+    h.fingerprint = model_fingerprint(s->b->m);
+    h.n_past = (uint32_t)s->n_past, h.kv_f16 = (uint32_t)s->kv_f16;
+    h.n_layer = (uint32_t)hp->n_layer, h.n_embd = (uint32_t)hp->n_embd, h.n_vocab = (uint32_t)hp->n_vocab;
+    return h;
+}
+
+long long session_save(session *s, FILE *f, const int32_t *words, int n_words, trit_err *err) {
+    if (n_words < 0 || n_words > STATE_MAX_WORDS) return fail(err, "%d words cannot go with a state", n_words);
+    uint32_t top[3] = {STATE_MAGIC, STATE_VERSION, (uint32_t)n_words};
+    state_head h = head_of(s);
+    state_io io = {f, 0, 0xcbf29ce484222325ull, 0};
+    if (fwrite(top, sizeof top, 1, f) != 1 ||
+        (n_words && fwrite(words, sizeof *words, (size_t)n_words, f) != (size_t)n_words) ||
+        io_region(&io, &h, sizeof h) || s->b->ops->regions(s->st, s->n_past, io_region, &io) ||
+        fwrite(&io.h, sizeof io.h, 1, f) != 1 || fflush(f))
+        return fail(err, "cannot write the state file");
+    return (long long)(sizeof top + (size_t)n_words * sizeof *words + sizeof io.h) + io.bytes;
+}
+
+long long session_load(session *s, FILE *f, int32_t *words, int max_words, int *n_words, trit_err *err) {
+    uint32_t top[3];
+    if (fread(top, sizeof top, 1, f) != 1 || top[0] != STATE_MAGIC) return fail(err, "not a trit state file");
+    if (top[1] != STATE_VERSION) return fail(err, "state file version %u (this build reads %u)", top[1], STATE_VERSION);
+    if (top[2] > (uint32_t)max_words)
+        return fail(err, "the state file holds %u tokens, more than the %d that fit", top[2], max_words);
+    if (top[2] && fread(words, sizeof *words, top[2], f) != top[2]) return fail(err, "the state file is truncated");
+    state_head h, want = head_of(s);
+    state_io io = {f, 1, 0xcbf29ce484222325ull, 0};
+    if (io_region(&io, &h, sizeof h)) return fail(err, "the state file is truncated");
+    if (h.fingerprint != want.fingerprint || h.n_layer != want.n_layer || h.n_embd != want.n_embd ||
+        h.n_vocab != want.n_vocab)
+        return fail(err, "the state file was saved from another model (%u layers, dim %u, %u tokens vocabulary)",
+                    h.n_layer, h.n_embd, h.n_vocab);
+    if (h.kv_f16 != want.kv_f16)
+        return fail(err, "the state file holds an %s KV cache, the session an %s one", h.kv_f16 ? "f16" : "f32",
+                    want.kv_f16 ? "f16" : "f32");
+    if (h.n_past > (uint32_t)s->n_ctx)
+        return fail(err, "the state file holds %u positions, more than the session's context of %d", h.n_past,
+                    s->n_ctx);
+    session_reset(s);
+    uint64_t stored;
+    if (s->b->ops->regions(s->st, (int)h.n_past, io_region, &io) || fread(&stored, sizeof stored, 1, f) != 1 ||
+        stored != io.h) {
+        session_reset(s);
+        return fail(err, "the state file is corrupt (truncated, or its checksum does not match)");
+    }
+    s->n_past = (int)h.n_past;
+    *n_words = (int)top[2];
+    return (long long)(sizeof top + (size_t)top[2] * sizeof *words + sizeof stored) + io.bytes;
 }
 
 static int check_item(const session *s, const int32_t *tokens, int n, trit_err *err) {

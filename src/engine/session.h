@@ -7,10 +7,22 @@
 #include "backend/backend.h"
 #include "base/util.h"
 
+#include <stdio.h>
+
+/* Recurrent state snapshots a session keeps (llama-server keeps 8 context checkpoints a slot). */
+#define SESSION_CKPTS 8
+
+typedef struct {
+    int pos;
+    void *data; /* the backend's recurrent block at pos */
+} session_ckpt;
+
 typedef struct session {
     backend *b;
     backend_state *st;
-    int n_ctx, n_past;
+    int n_ctx, n_past, kv_f16;
+    session_ckpt ckpt[SESSION_CKPTS]; /* oldest first */
+    int n_ckpt;
 } session;
 
 /* kv_f16: keep the KV cache in f16 (llama.cpp's default) rather than f32. */
@@ -18,8 +30,26 @@ session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err 
 void session_free(session *s);
 /* Forgets every token: position 0, recurrent state zeroed. */
 void session_reset(session *s);
-/* Makes dst continue from src's state (same backend; dst's context at least src's position). */
+/* Makes dst continue from src's state (same backend; dst's context at least src's position);
+ * dst's checkpoints are dropped. */
 int session_copy(session *dst, const session *src, trit_err *err);
+
+/* Whether every position is reachable by truncation and context shift is exact: no recurrent
+ * layers. */
+int session_attention_only(const session *s);
+/* Snapshots the recurrent state at the current position (nothing to do for attention-only models);
+ * the oldest of SESSION_CKPTS goes. */
+int session_checkpoint(session *s, trit_err *err);
+/* Rewinds to position n (clamped to [0, n_past]) or the nearest reachable one below it: n itself
+ * without recurrent layers, else n_past, a checkpoint's position, or 0. Returns where it went;
+ * checkpoints above it are dropped. */
+int session_truncate(session *s, int n);
+/* Drops positions [n_keep, n_keep + n_discard): the later ones move down (attention-only). */
+int session_shift(session *s, int n_keep, int n_discard, trit_err *err);
+/* The state file (format in session.c): the caller's n_words words, then the state. Return the
+ * bytes written / read, or -1. A load that fails after the checks leaves the session reset. */
+long long session_save(session *s, FILE *f, const int32_t *words, int n_words, trit_err *err);
+long long session_load(session *s, FILE *f, int32_t *words, int max_words, int *n_words, trit_err *err);
 
 /* One step of several sessions: item i appends n[i] tokens to ss[i]; logits as trit_session_eval.
  * The sessions' rows share forward passes (in ss[0]'s work area) when they can. */

@@ -1,4 +1,5 @@
-/* chat: trit_chat_render (Jinja first, ChatML as the fallback) and the <think> splitter. */
+/* chat: trit_chat_render (Jinja first, ChatML as the fallback), trit_model_chat_apply's rendering as
+ * llama-server does it (Jinja or llama.cpp's built-in templates, continuation) and the <think> splitter. */
 #include "text/chat.h"
 
 #include <jansson.h>
@@ -6,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "text/jinja/jinja.h"
 #include "base/util.h"
@@ -121,29 +123,7 @@ char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generatio
     return b.s;
 }
 
-/* ---- trit_chat_render ---- */
-static json_t *make_context(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking,
-                            const char *bos, const char *eos) {
-    json_t *ctx = json_object(), *arr = json_array();
-    if (!ctx || !arr || json_object_set_new(ctx, "messages", arr)) {
-        json_decref(ctx);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        json_t *m = json_object();
-        if (!m || json_array_append_new(arr, m)) break;
-        json_object_set_new(m, "role", json_string(msgs[i].role ? msgs[i].role : ""));
-        json_object_set_new(m, "content", json_string(msgs[i].content ? msgs[i].content : ""));
-        if (msgs[i].reasoning_content)
-            json_object_set_new(m, "reasoning_content", json_string(msgs[i].reasoning_content));
-    }
-    json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
-    json_object_set_new(ctx, "enable_thinking", json_boolean(enable_thinking));
-    if (bos) json_object_set_new(ctx, "bos_token", json_string(bos));
-    if (eos) json_object_set_new(ctx, "eos_token", json_string(eos));
-    return ctx;
-}
-
+/* ---- shared by both renderings ---- */
 static int is_jinja(const char *t) { return strstr(t, "{{") || strstr(t, "{%"); }
 
 static int valid_messages(const trit_chat_message *msgs, int n, char *err, size_t errlen) {
@@ -159,6 +139,205 @@ static char *render_chatml(const trit_chat_message *msgs, int n, int gen, int th
     return out;
 }
 
+/* ---- llama-server's rendering (trit_model_chat_apply) ---- */
+/* llama.cpp's ChatML as Jinja: what --jinja renders for "chatml" and for a model without a template. */
+static const char CHATML_SRC[] = "{%- for message in messages -%}\n"
+                                 "  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
+                                 "{%- endfor -%}\n"
+                                 "{%- if add_generation_prompt -%}\n"
+                                 "  {{- '<|im_start|>assistant\\n' -}}\n"
+                                 "{%- endif -%}";
+
+/* JSON text from the caller (tool calls, tools, template variables): NULL when absent or invalid. */
+static json_t *parse_json(const char *text, const char *what, char *err, size_t errlen, int *bad) {
+    if (!text) return NULL;
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    if (!j) *bad = 1, snprintf(err, errlen, "%s: invalid JSON: %s", what, je.text);
+    return j;
+}
+
+static void set_str(json_t *o, const char *k, const char *v) {
+    if (v) json_object_set_new(o, k, json_string(v));
+}
+
+/* The message list as llama.cpp gives it to templates: developer reads as system (except for
+ * GPT-OSS, whose templates know it), tool_calls parsed. */
+static json_t *messages_json(const trit_chat_message *msgs, int n, int keep_developer, char *err, size_t errlen,
+                             int *bad) {
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < n && !*bad; i++) {
+        json_t *m = json_object();
+        if (!m || json_array_append_new(arr, m)) {
+            *bad = 1, snprintf(err, errlen, "out of memory");
+            break;
+        }
+        const char *role = msgs[i].role;
+        set_str(m, "role", !keep_developer && !strcmp(role, "developer") ? "system" : role);
+        set_str(m, "content", msgs[i].content ? msgs[i].content : "");
+        set_str(m, "reasoning_content", msgs[i].reasoning_content);
+        set_str(m, "name", msgs[i].name);
+        set_str(m, "tool_call_id", msgs[i].tool_call_id);
+        json_t *tc = parse_json(msgs[i].tool_calls, "tool_calls", err, errlen, bad);
+        if (tc) json_object_set_new(m, "tool_calls", tc);
+    }
+    return arr;
+}
+
+static void set_date(json_t *ctx, const char *key, const char *fmt) {
+    char buf[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    size_t n = localtime_r(&now, &tm) ? strftime(buf, sizeof buf, fmt, &tm) : 0;
+    buf[n] = 0;
+    json_object_set_new(ctx, key, json_string(buf));
+}
+
+/* The variables llama.cpp sets: messages, bos/eos, enable_thinking, add_generation_prompt (only
+ * when true), tools (when not empty), date_string and datetime; then the caller's variables. */
+static json_t *apply_context(const char *src, const trit_chat_opts *o, const trit_chat_message *msgs, int n, int gen,
+                             const char *bos, const char *eos, char *err, size_t errlen) {
+    int bad = 0;
+    json_t *ctx = json_object(), *tools = parse_json(o->tools, "tools", err, errlen, &bad);
+    json_t *vars = parse_json(o->vars, "chat_template_kwargs", err, errlen, &bad);
+    json_t *arr = bad ? NULL : messages_json(msgs, n, strstr(src, "<|channel|>") != NULL, err, errlen, &bad);
+    if (!bad && ((tools && !json_is_array(tools)) || (vars && !json_is_object(vars))))
+        bad = 1,
+        snprintf(err, errlen, "%s",
+                 tools && !json_is_array(tools) ? "tools must be an array" : "template variables must be an object");
+    if (!ctx || !arr || bad || json_object_set_new(ctx, "messages", arr)) {
+        if (!bad) snprintf(err, errlen, "out of memory");
+        if (!ctx || bad) json_decref(arr); /* else json_object_set_new took it */
+        json_decref(ctx), json_decref(tools), json_decref(vars);
+        return NULL;
+    }
+    set_str(ctx, "bos_token", bos ? bos : "");
+    set_str(ctx, "eos_token", eos ? eos : "");
+    json_object_set_new(ctx, "enable_thinking", json_boolean(o->enable_thinking));
+    if (gen) json_object_set_new(ctx, "add_generation_prompt", json_true());
+    if (tools && json_array_size(tools)) json_object_set(ctx, "tools", tools);
+    set_date(ctx, "date_string", "%d %b %Y");
+    set_date(ctx, "datetime", "%b %d %Y");
+    if (vars) json_object_update(ctx, vars);
+    json_decref(tools), json_decref(vars);
+    return ctx;
+}
+
+static char *cat3(const char *a, size_t na, const char *b, size_t nb, const char *c, const char *d) {
+    strbuf s = {0};
+    sb_add(&s, a, na), sb_add(&s, b, nb), puts_(&s, c), puts_(&s, d);
+    if (s.oom) sb_free(&s);
+    return s.s;
+}
+
+/* Whether the template shows a system message (llama.cpp's supports_system_role capability): one
+ * that raises on it, or leaves its text out, does not. */
+static int shows_system(const char *src, const char *bos, const char *eos) {
+    static const char needle[] = "<trit system probe>";
+    trit_chat_message m[2] = {{.role = "system", .content = needle}, {.role = "user", .content = "x"}};
+    trit_chat_opts o = {.add_generation_prompt = 1};
+    json_t *ctx = apply_context(src, &o, m, 2, 1, bos, eos, NULL, 0);
+    trit_err e = {{0}};
+    jinja_status st = JINJA_OK;
+    char *out = ctx ? jinja_render(src, strlen(src), ctx, NULL, &st, &e) : NULL;
+    int shown = out ? strstr(out, needle) != NULL : st != JINJA_RAISED; /* other failures show when rendering */
+    json_decref(ctx);
+    free(out);
+    return shown;
+}
+
+/* llama.cpp's workaround for such a template: the system text joins the next message (after a
+ * newline), or goes when it is the only one. m receives the messages to render; *joined the
+ * malloc'd joined text (NULL when there was none). Returns the new count, -1 out of memory. */
+static int merge_system(const trit_chat_message *msgs, int n, trit_chat_message *m, char **joined) {
+    *joined = NULL;
+    if (n > 1) {
+        const char *a = msgs[0].content ? msgs[0].content : "", *b = msgs[1].content ? msgs[1].content : "";
+        if (!(*joined = cat3(a, strlen(a), "\n", 1, b, ""))) return -1;
+    }
+    for (int i = 1; i < n; i++) m[i - 1] = msgs[i];
+    if (n > 1) m[0].content = *joined;
+    return n - 1;
+}
+
+static char *jinja_apply(const char *src, const trit_chat_opts *o, const trit_chat_message *msgs, int n, int gen,
+                         const char *bos, const char *eos, char *err, size_t errlen) {
+    if (n > 0 && !strcmp(msgs[0].role, "system") && !shows_system(src, bos, eos)) {
+        trit_chat_message *m = malloc((size_t)n * sizeof *m);
+        char *joined = NULL;
+        int k = m ? merge_system(msgs, n, m, &joined) : -1;
+        char *out = k < 0 ? NULL : jinja_apply(src, o, m, k, gen, bos, eos, err, errlen);
+        if (k < 0) snprintf(err, errlen, "out of memory");
+        free(m), free(joined);
+        return out;
+    }
+    json_t *ctx = apply_context(src, o, msgs, n, gen, bos, eos, err, errlen);
+    if (!ctx) return NULL;
+    trit_err e = {{0}};
+    jinja_status st;
+    char *out = jinja_render(src, strlen(src), ctx, NULL, &st, &e);
+    json_decref(ctx);
+    if (out) return out;
+    if (st != JINJA_RAISED && strstr(src, "<|im_start|>")) { /* as trit_chat_render: ChatML still serves */
+        out = render_chatml(msgs, n, gen, o->enable_thinking, err, errlen);
+        if (out) snprintf(err, errlen, "%s; using the built-in chatml template", e.msg);
+        return out;
+    }
+    snprintf(err, errlen, "%s", e.msg);
+    return NULL;
+}
+
+/* llama-server's continuation of the last message: the others rendered without the generation
+ * prompt, then the generation prompt (what rendering with it adds), then the message's text; a
+ * template with <think> tags gets the message's reasoning closed in them before its text. */
+static char *continue_final(const char *src, const trit_chat_opts *o, const trit_chat_message *msgs, int n,
+                            const char *bos, const char *eos, char *err, size_t errlen) {
+    const trit_chat_message *last = &msgs[n - 1];
+    char *base = jinja_apply(src, o, msgs, n - 1, 0, bos, eos, err, errlen);
+    char *full = base ? jinja_apply(src, o, msgs, n - 1, 1, bos, eos, err, errlen) : NULL;
+    char *out = NULL;
+    if (full) {
+        size_t p = 0;
+        while (base[p] && base[p] == full[p]) p++;
+        const char *gen = full + p;
+        size_t gn = strlen(gen);
+        int think = strstr(src, "<think>") && strstr(src, "</think>");
+        const char *open = think ? strstr(gen, "<think>") : NULL;
+        if (think) gn = open ? (size_t)(open - gen) : gn;
+        strbuf r = {0};
+        sb_add(&r, "", 0);
+        const int text = o->continue_final != 2; /* 2 continues the reasoning: <think> stays open */
+        if (think) puts_(&r, "<think>"), puts_(&r, last->reasoning_content ? last->reasoning_content : "");
+        if (think && text) puts_(&r, "</think>");
+        out = r.oom ? NULL : cat3(base, strlen(base), gen, gn, r.s, text && last->content ? last->content : "");
+        sb_free(&r);
+        if (!out) snprintf(err, errlen, "out of memory");
+    }
+    free(base), free(full);
+    return out;
+}
+
+char *chat_apply(const trit_chat_opts *o, const char *model_tmpl, const char *bos, const char *eos,
+                 const trit_chat_message *msgs, int n, char *err, size_t errlen) {
+    char dummy[1];
+    if (!err || !errlen) err = dummy, errlen = sizeof dummy;
+    err[0] = 0;
+    if (!o) return snprintf(err, errlen, "no rendering options"), NULL;
+    if (!valid_messages(msgs, n, err, errlen)) return NULL;
+    const char *t = o->tmpl ? o->tmpl : model_tmpl;
+    if (!o->jinja) { /* llama.cpp's built-in renderers; a continued message is rendered as it is */
+        int id = chat_builtin_find(t ? t : "chatml");
+        char *out = id < 0 ? NULL : chat_builtin_render(id, msgs, n, o->add_generation_prompt && !o->continue_final);
+        if (id < 0) snprintf(err, errlen, "this custom template is not supported, try using --jinja");
+        else if (!out) snprintf(err, errlen, "out of memory");
+        return out;
+    }
+    const char *src = !t || !strcmp(t, "chatml") ? CHATML_SRC : t;
+    if (o->continue_final && n > 0) return continue_final(src, o, msgs, n, bos, eos, err, errlen);
+    return jinja_apply(src, o, msgs, n, o->add_generation_prompt, bos, eos, err, errlen);
+}
+
+/* ---- trit_chat_render: trit chat's rendering ---- */
 char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
                   int add_generation_prompt, int enable_thinking, char *err, size_t errlen) {
     char dummy[1];
@@ -171,23 +350,8 @@ char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit
         snprintf(err, errlen, "unknown chat template '%.60s' (built-in: chatml)", tmpl);
         return NULL;
     }
-    json_t *ctx = make_context(msgs, n_msgs, add_generation_prompt, enable_thinking, bos, eos);
-    if (!ctx) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    trit_err e = {{0}};
-    jinja_status st;
-    char *out = jinja_render(tmpl, strlen(tmpl), ctx, NULL, &st, &e);
-    json_decref(ctx);
-    if (out) return out;
-    if (st != JINJA_RAISED && strstr(tmpl, "<|im_start|>")) {
-        out = render_chatml(msgs, n_msgs, add_generation_prompt, enable_thinking, err, errlen);
-        if (out) snprintf(err, errlen, "%s; using the built-in chatml template", e.msg);
-        return out;
-    }
-    snprintf(err, errlen, "%s", e.msg);
-    return NULL;
+    trit_chat_opts o = {.enable_thinking = enable_thinking};
+    return jinja_apply(tmpl, &o, msgs, n_msgs, add_generation_prompt, bos, eos, err, errlen);
 }
 
 char *trit_chat_render(const char *tmpl, const trit_chat_message *msgs, int n_msgs, int add_generation_prompt,

@@ -10,9 +10,20 @@
  * <think> block in the generation prompt. Returns a malloc'd string, or NULL when out of memory. */
 char *chat_render_chatml(const trit_chat_message *msgs, int n, int add_generation_prompt, int enable_thinking);
 
-/* trit_chat_render with the template variables bos_token / eos_token defined when they are given
- * (NULL: left undefined). */
+/* trit_chat_render with the template variables bos_token / eos_token set to these texts (NULL:
+ * empty). Its Jinja path is trit_model_chat_apply's, with trit's ChatML for NULL and "chatml". */
 char *chat_render(const char *tmpl, const char *bos, const char *eos, const trit_chat_message *msgs, int n_msgs,
                   int add_generation_prompt, int enable_thinking, char *err, size_t errlen);
+
+/* trit_model_chat_apply over a template text (model_tmpl: the model's own, or NULL) and the special
+ * tokens' texts. */
+char *chat_apply(const trit_chat_opts *o, const char *model_tmpl, const char *bos, const char *eos,
+                 const trit_chat_message *msgs, int n, char *err, size_t errlen);
+
+/* chat_builtin.c: llama.cpp's built-in templates. The index of the one a name selects, or that a
+ * template text's markers select; -1 for none. */
+int chat_builtin_find(const char *tmpl);
+/* Renders with template id; NULL when out of memory. */
+char *chat_builtin_render(int id, const trit_chat_message *msgs, int n, int add_generation_prompt);
 
 #endif

@@ -151,5 +151,5 @@ test('the server is still up after every error, and counts in /metrics', async (
   assert.equal((await fetch(`${srv.base}/health`)).status, 200);
   const m = await (await fetch(`${srv.base}/metrics`)).text();
   assert.match(m, /llamacpp:tokens_predicted_total \d+/);
-  assert.match(m, /llamacpp:time_to_first_token_seconds_count [1-9]/);
+  assert.match(m, /trit:time_to_first_token_seconds_count [1-9]/);
 });

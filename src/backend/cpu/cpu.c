@@ -61,6 +61,9 @@ const backend_ops backend_cpu = {
     .state_free = cpu_state_free,
     .state_reset = cpu_state_reset,
     .state_copy = cpu_state_copy,
+    .recurrent = cpu_state_recurrent,
+    .regions = cpu_state_regions,
+    .shift = cpu_state_shift,
     .can_share = cpu_can_share,
     .forward = cpu_forward,
 };

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- evaluation ---- */
 enum { FLOW_NORMAL, FLOW_BREAK, FLOW_CONTINUE };
@@ -111,6 +112,8 @@ static val arith(J *j, const char *op, val a, val b, int line) {
         jinja_to_str(j, b, &s, 0, 0);
         return vstr(sb_str(&s));
     }
+    /* as llama.cpp's Jinja: an undefined or none operand concatenates as "" with a string */
+    if (*op == '+' && (a.k == V_STR || b.k == V_STR) && (a.k <= V_NONE || b.k <= V_NONE)) return a.k == V_STR ? a : b;
     if (*op == '+' && a.k == V_STR && b.k == V_STR) {
         sbuf s = {0};
         jinja_sb_put(j, &s, a.u.s.p, a.u.s.n);
@@ -246,6 +249,15 @@ static val get_slice(J *j, node *n, scope *sc) {
     return vstr(sb_str(&b));
 }
 
+/* What body writes, as a string (a macro's value, a {% set %} block's). */
+static val capture(J *j, node *body, scope *sc) {
+    size_t mark = j->out_n;
+    jinja_exec(j, body, sc);
+    str s = j->out_n > mark ? jinja_mkstr(j, j->out + mark, j->out_n - mark) : (str){"", 0};
+    j->out_n = mark;
+    return vstr(s);
+}
+
 static val call_macro(J *j, node *m, const argv_t *a, int line) {
     if (j->calls >= MAX_CALLS) jinja_die(j, JINJA_LIMIT, line, "macros nested more than %d calls deep", MAX_CALLS);
     scope *sc = jinja_scope_new(j, j->root);
@@ -261,13 +273,24 @@ static val call_macro(J *j, node *m, const argv_t *a, int line) {
     }
     if (a->n > i)
         jinja_die(j, JINJA_UNSUPPORTED, line, "macro '%.*s' takes %d arguments, not %d", (int)m->s.n, m->s.p, i, a->n);
-    size_t mark = j->out_n;
     j->calls++;
-    jinja_exec(j, m->body, sc);
+    val out = capture(j, m->body, sc);
     j->calls--;
-    str s = j->out_n > mark ? jinja_mkstr(j, j->out + mark, j->out_n - mark) : (str){"", 0};
-    j->out_n = mark;
-    return vstr(s);
+    return out;
+}
+
+/* strftime_now(format): the local time now, as llama.cpp's templates get it. */
+static val strftime_now(J *j, const argv_t *a, int line) {
+    jinja_want_args(j, a, 1, 1, "strftime_now", line);
+    if (a->v[0].k != V_STR || a->v[0].u.s.n >= 64 || memchr(a->v[0].u.s.p, 0, a->v[0].u.s.n))
+        jinja_die(j, JINJA_UNSUPPORTED, line, "strftime_now() takes a format string of under 64 bytes");
+    char fmt[64], buf[256];
+    memcpy(fmt, a->v[0].u.s.p, a->v[0].u.s.n);
+    fmt[a->v[0].u.s.n] = 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    size_t n = localtime_r(&now, &tm) ? strftime(buf, sizeof buf, fmt, &tm) : 0;
+    return vstr(jinja_mkstr(j, buf, n));
 }
 
 static val call_builtin(J *j, int fn, const argv_t *a, int line) {
@@ -282,6 +305,7 @@ static val call_builtin(J *j, int fn, const argv_t *a, int line) {
         str msg = a->n ? jinja_stringify(j, a->v[0]) : (str){"", 0};
         jinja_die(j, JINJA_RAISED, line, "raise_exception: %.*s", (int)(msg.n > 300 ? 300 : msg.n), msg.p);
     }
+    if (fn == F_STRFTIME) return strftime_now(j, a, line);
     jinja_want_args(j, a, 1, 3, "range", line);
     long long lo = 0, hi, step = 1;
     if (a->n == 1) hi = jinja_want_int(j, a->v[0], "range", line);
@@ -455,6 +479,11 @@ static void exec_setattr(J *j, node *n, scope *sc) {
     jinja_dict_set(j, ns.u.d, n->kw, jinja_eval(j, n->a, sc));
 }
 
+/* A {% filter %} block's filters, innermost (the first written) first. */
+static val filter_chain(J *j, node *f, val v, scope *sc) {
+    return f ? jinja_apply_filter(j, f, filter_chain(j, f->a, v, sc), sc) : v;
+}
+
 int jinja_exec(J *j, node *n, scope *sc) {
     for (; n; n = n->next) {
         jinja_charge(j, 1, n->line);
@@ -471,12 +500,19 @@ int jinja_exec(J *j, node *n, scope *sc) {
             break;
         }
         case N_FOR: exec_for(j, n, sc); break;
-        case N_SET: jinja_dict_set(j, &sc->vars, n->s, jinja_eval(j, n->a, sc)); break;
+        case N_SET:
+            jinja_dict_set(j, &sc->vars, n->s, n->body ? capture(j, n->body, sc) : jinja_eval(j, n->a, sc));
+            break;
         case N_SETATTR: exec_setattr(j, n, sc); break;
         case N_MACRO: jinja_dict_set(j, &sc->vars, n->s, (val){.k = V_MACRO, .u.m = n}); break;
         case N_BLOCK: {
             int flow = jinja_exec(j, n->body, sc);
             if (flow != FLOW_NORMAL) return flow;
+            break;
+        }
+        case N_FILTER: {
+            str s = jinja_stringify(j, filter_chain(j, n->a, capture(j, n->body, sc), sc));
+            jinja_emit(j, s.p, s.n, n->line);
             break;
         }
         case N_BREAK:

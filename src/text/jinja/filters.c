@@ -143,6 +143,8 @@ static str tojson(J *j, val v, const argv_t *a, int line) {
     return sb_str(&b);
 }
 
+static val select_attr(J *j, val v, const argv_t *a, int keep, int line);
+
 val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
     argv_t a;
     jinja_eval_args(j, n->args, sc, &a, n->line);
@@ -153,9 +155,9 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
         val dflt = a.n ? a.v[0] : vstr((str){"", 0});
         return v.k == V_UNDEF || (a.n > 1 && jinja_truthy(a.v[1]) && !jinja_truthy(v)) ? dflt : v;
     }
-    static const char *const known[] = {"length", "count",   "string",  "safe", "trim", "tojson",
-                                        "lower",  "upper",   "first",   "last", "join", "items",
-                                        "list",   "reverse", "replace", "int",  NULL};
+    static const char *const known[] = {"length",  "count", "string",     "safe",       "trim",  "tojson", "lower",
+                                        "upper",   "first", "last",       "join",       "items", "list",   "reverse",
+                                        "replace", "int",   "selectattr", "rejectattr", NULL};
     int found = 0;
     for (int k = 0; known[k]; k++) found |= str_eq(f, known[k]);
     if (!found) jinja_die(j, JINJA_UNSUPPORTED, line, "unknown filter '%.*s'", (int)(f.n > 40 ? 40 : f.n), f.p);
@@ -205,6 +207,7 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
         l->n = src->n;
         return vlistv(l);
     }
+    if (str_eq(f, "selectattr") || str_eq(f, "rejectattr")) return select_attr(j, v, &a, f.p[0] == 's', line);
     if (str_eq(f, "reverse")) return jinja_want_args(j, &a, 0, 0, "reverse", line), reversed(j, v, line);
     if (str_eq(f, "replace")) {
         jinja_want_args(j, &a, 2, 2, "replace", line);
@@ -220,9 +223,36 @@ val jinja_apply_filter(J *j, node *n, val v, scope *sc) {
     return v; /* unreachable: every known filter returned above */
 }
 
+static int test_value(J *j, str t, val v, int line);
+
 int jinja_apply_test(J *j, node *n, val v) {
-    str t = n->s;
     if (n->args) jinja_die(j, JINJA_UNSUPPORTED, n->line, "tests with arguments are not supported");
+    int r = test_value(j, n->s, v, n->line);
+    return n->neg ? !r : r;
+}
+
+/* selectattr / rejectattr(attribute[, test[, argument]]): the items whose attribute passes the
+ * test (truthy without one; equalto / eq / == compare with the argument). */
+static val select_attr(J *j, val v, const argv_t *a, int keep, int line) {
+    jinja_want_args(j, a, 1, 3, keep ? "selectattr" : "rejectattr", line);
+    str attr = want_str(j, a->v[0], "selectattr", line);
+    str test = a->n > 1 ? want_str(j, a->v[1], "selectattr", line) : (str){"", 0};
+    int eq = str_eq(test, "equalto") || str_eq(test, "eq") || str_eq(test, "==");
+    if (eq != (a->n == 3)) jinja_die(j, JINJA_UNSUPPORTED, line, "selectattr: only equalto takes an argument");
+    vlist *src = jinja_iterate(j, v, line), *l = jinja_list_new(j, src->n);
+    for (size_t i = 0; i < src->n; i++) {
+        val *p = src->v[i].k == V_DICT ? jinja_dict_find(j, src->v[i].u.d, attr) : NULL;
+        val x = p ? *p : vundef();
+        int r = !test.n ? jinja_truthy(x)
+            : eq        ? x.k == V_STR && a->v[2].k == V_STR ? str_same(x.u.s, a->v[2].u.s)
+                                                             : is_num(x) && is_num(a->v[2]) && num_f(x) == num_f(a->v[2])
+                        : test_value(j, test, x, line);
+        if (r == keep) l->v[l->n++] = src->v[i];
+    }
+    return vlistv(l);
+}
+
+static int test_value(J *j, str t, val v, int line) {
     static const char *names[] = {"defined", "undefined", "none",  "string",  "number",   "integer", "float",
                                   "boolean", "true",      "false", "mapping", "iterable", "sequence"};
     int r = -1;
@@ -244,6 +274,6 @@ int jinja_apply_test(J *j, node *n, val v) {
         default: r = v.k == V_STR || v.k == V_LIST || v.k == V_DICT; break;
         }
     }
-    if (r < 0) jinja_die(j, JINJA_UNSUPPORTED, n->line, "unknown test '%.*s'", (int)(t.n > 40 ? 40 : t.n), t.p);
-    return n->neg ? !r : r;
+    if (r < 0) jinja_die(j, JINJA_UNSUPPORTED, line, "unknown test '%.*s'", (int)(t.n > 40 ? 40 : t.n), t.p);
+    return r;
 }

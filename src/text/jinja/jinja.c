@@ -7,11 +7,11 @@
  * except namespace() objects and the loop variable, as in Jinja.
  *
  * Filters: length count trim string tojson(indent=, ensure_ascii=) lower upper first last join
- *          items list default d reverse int safe replace.  Tests: defined undefined none string number integer float
- *          boolean true false mapping iterable sequence.  Functions: namespace raise_exception
- *          range.  String methods: startswith endswith split strip lstrip rstrip lower upper
- *          replace.  Dict methods: items keys values get.  Loop: index index0 revindex
- *          revindex0 first last length. */
+ *          items list default d reverse int safe replace selectattr rejectattr.  Tests: defined
+ *          undefined none string number integer float boolean true false mapping iterable
+ *          sequence.  Functions: namespace raise_exception range strftime_now.  String methods:
+ *          startswith endswith split strip lstrip rstrip lower upper replace.  Dict methods: items
+ *          keys values get.  Loop: index index0 revindex revindex0 first last length. */
 #include "text/jinja/jinja_int.h"
 
 #include <stdlib.h>
@@ -65,8 +65,8 @@ char *jinja_render(const char *src, size_t len, const json_t *ctx, size_t *out_l
     jinja_lex(j);
     node *prog = jinja_parse(j);
     j->root = jinja_scope_new(j, NULL);
-    static const char *fns[] = {"namespace", "raise_exception", "range"};
-    for (int k = 0; k < 3; k++)
+    static const char *fns[] = {"namespace", "raise_exception", "range", "strftime_now"};
+    for (int k = 0; k < 4; k++)
         jinja_dict_set(j, &j->root->vars, (str){fns[k], strlen(fns[k])}, (val){.k = V_FUNC, .u.fn = k});
     const char *key;
     json_t *v;

@@ -1,9 +1,11 @@
 /* jinja: a strict subset of Jinja2, enough for the chat templates stored in GGUF files.
  *
  * Rendering follows Hugging Face's apply_chat_template environment: trim_blocks, lstrip_blocks,
- * loop controls (break/continue), raise_exception() and a tojson like json.dumps(ensure_ascii=False).
+ * loop controls (break/continue), raise_exception(), strftime_now() and a tojson like
+ * json.dumps(ensure_ascii=False).
  * Supported: text, {{ }}, {# #}, whitespace control (-), if/elif/else, for (with else, an `if`
- * filter and tuple targets), set (names and namespace attributes), macro, generation blocks;
+ * filter and tuple targets), set (names, namespace attributes and {% set x %} blocks), filter
+ * blocks, macro, generation blocks;
  * literals, lists, tuples, dicts, arithmetic, ~, comparisons, in, and/or/not, conditional
  * expressions, attributes, subscripts, slices, the filters, tests, string and dict methods listed
  * in jinja.c.

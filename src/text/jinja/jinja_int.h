@@ -23,7 +23,7 @@
 
 /* ---- values ---- */
 enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP, V_MACRO, V_FUNC };
-enum { F_NAMESPACE, F_RAISE, F_RANGE };
+enum { F_NAMESPACE, F_RAISE, F_RANGE, F_STRFTIME };
 
 typedef struct node node;
 typedef struct vlist vlist;
@@ -93,6 +93,7 @@ enum {
     N_CONTINUE,
     N_MACRO,
     N_BLOCK,
+    N_FILTER,
     /* expressions */
     E_LIT,
     E_NAME,

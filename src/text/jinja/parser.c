@@ -398,9 +398,15 @@ static node *parse_set(J *j, int line) {
         n->kw = expect_name(j);
     }
     if (is_op(j, ",")) jinja_die(j, JINJA_UNSUPPORTED, line, "tuple assignment is not supported");
-    if (!is_op(j, "="))
-        jinja_die(j, JINJA_UNSUPPORTED, line, "block assignment ({%% set x %%}...{%% endset %%}) is not supported");
-    next(j);
+    if (n->k == N_SET && peek(j)->k == T_BLK_CLOSE) { /* {% set x %}...{% endset %}: x is the body's output */
+        static const char *const ends[] = {"endset", NULL};
+        str end;
+        next(j);
+        n->body = parse_body(j, ends, &end);
+        expect_close(j);
+        return n;
+    }
+    expect_op(j, "=");
     n->a = parse_expr(j);
     expect_close(j);
     return n;
@@ -437,6 +443,24 @@ static node *parse_statement(J *j) {
     if (str_eq(kw, "break") || str_eq(kw, "continue")) {
         expect_close(j);
         return mknode(j, kw.p[0] == 'b' ? N_BREAK : N_CONTINUE, line);
+    }
+    if (str_eq(kw, "filter")) { /* {% filter f | g(args) %}...{% endfilter %}: the body's output filtered */
+        static const char *const ends[] = {"endfilter", NULL};
+        node *n = mknode(j, N_FILTER, line), *chain = NULL;
+        str end;
+        int links = 0;
+        do {
+            if (++links > MAX_DEPTH) jinja_die(j, JINJA_LIMIT, line, "too many filters in one {%% filter %%}");
+            node *f = mknode(j, E_FILTER, peek(j)->line);
+            f->a = chain, f->s = expect_name(j);
+            if (accept_op(j, "(")) f->args = parse_args(j);
+            chain = f;
+        } while (accept_op(j, "|"));
+        expect_close(j);
+        n->a = chain;
+        n->body = parse_body(j, ends, &end);
+        expect_close(j);
+        return n;
     }
     if (str_eq(kw, "generation")) { /* Hugging Face's assistant-mask marker: renders its body */
         static const char *const ends[] = {"endgeneration", NULL};
