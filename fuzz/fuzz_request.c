@@ -1,5 +1,5 @@
-/* libFuzzer target for the server's request parsing: any body, for every endpoint, must be parsed
- * or refused with a one-line message, and a parsed chat must render; the generated-text filter
+/* libFuzzer target for the server's request parsing: any body, for every endpoint and dialect,
+ * must be parsed or refused with a one-line message, and a parsed chat must render; the generated-text filter
  * gets the same bytes as token pieces. */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,10 +12,13 @@ static void check_msg(const char *err, size_t n) {
     if (!memchr(err, 0, n) || strchr(err, '\n') || !err[0]) __builtin_trap();
 }
 
-static void parse_one(srv_endpoint ep, const uint8_t *data, size_t size, const srv_config *c) {
+/* ep, or with dialect >= 0 a conversation body of that dialect (token counting). */
+static void parse_one(srv_endpoint ep, int dialect, const uint8_t *data, size_t size, const srv_config *c) {
     char err[512];
     srv_req q;
-    if (route_parse(ep, (const char *)data, size, c, &q, err, sizeof err)) {
+    const char *body = (const char *)data;
+    if (dialect >= 0 ? route_parse_messages((srv_dialect)dialect, body, size, c, &q, err, sizeof err)
+                     : route_parse(ep, body, size, c, &q, err, sizeof err)) {
         check_msg(err, sizeof err);
         return;
     }
@@ -46,9 +49,11 @@ static void filter(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     srv_config c;
     srv_config_defaults(&c);
-    parse_one(EP_CHAT, data, size, &c);
-    parse_one(EP_CMPL, data, size, &c);
-    parse_one(EP_NATIVE, data, size, &c);
+    parse_one(EP_CHAT, -1, data, size, &c);
+    parse_one(EP_CMPL, -1, data, size, &c);
+    parse_one(EP_NATIVE, -1, data, size, &c);
+    parse_one(EP_CHAT, DIALECT_RESPONSES, data, size, &c);
+    parse_one(EP_CHAT, DIALECT_ANTHROPIC, data, size, &c);
     filter(data, size);
     return 0;
 }

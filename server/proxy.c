@@ -1,13 +1,11 @@
-/* proxy: the HTTP client behind /cors-proxy (--ui-mcp-proxy). One HTTP/1.0 request per call, so
- * the reply ends when the target closes the connection (no chunked bodies to undo). */
-#include <netdb.h>
+/* proxy: the HTTP client behind /cors-proxy (--ui-mcp-proxy), on libcurl: one request per call to an
+ * http:// or https:// target, its whole reply collected in memory. */
+#include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include "server.h"
 
@@ -36,106 +34,130 @@ int proxy_target(const char *query, char *out, size_t n, char *err, size_t errle
     return 0;
 }
 
-/* http://host[:port][/path] into its parts; IPv6 hosts in brackets. */
-static int parse_url(const char *url, char *host, size_t hn, char *port, size_t pn, const char **path, char *err,
-                     size_t errlen) {
-    if (strncmp(url, "http://", 7))
-        return snprintf(err, errlen, "unsupported URL scheme in target URL (only http:// is proxied)"), -1;
-    const char *h = url + 7, *end = h + strcspn(h, "/?#");
-    if (memchr(h, '@', (size_t)(end - h)))
-        return snprintf(err, errlen, "authentication in target URL is not supported"), -1;
-    const char *colon = NULL, *hs = h, *he;
-    if (*h == '[') {
-        hs = h + 1, he = memchr(h, ']', (size_t)(end - h));
-        if (!he) return snprintf(err, errlen, "invalid target URL"), -1;
-        colon = he + 1 < end && he[1] == ':' ? he + 1 : NULL;
-    } else {
-        colon = memchr(h, ':', (size_t)(end - h));
-        he = colon ? colon : end;
-    }
-    if (he == hs || (size_t)(he - hs) >= hn) return snprintf(err, errlen, "invalid target URL: missing host"), -1;
-    snprintf(host, hn, "%.*s", (int)(he - hs), hs);
-    if (colon && (size_t)(end - colon - 1) >= pn) return snprintf(err, errlen, "invalid target URL: bad port"), -1;
-    snprintf(port, pn, "%.*s", colon ? (int)(end - colon - 1) : 2, colon ? colon + 1 : "80");
-    *path = *end == '/' ? end : "/";
-    return 0;
+/* Refuses, in llama-server's words, what it refuses; curl's own parser judges the rest. */
+static int check_url(CURLU *u, const char *url, char *err, size_t errlen) {
+    char *scheme = NULL, *host = NULL, *user = NULL, *pass = NULL;
+    CURLUcode uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
+    const char *auth = strstr(url, "://");
+    int rc = -1;
+    if (!auth || !strcspn(auth + 3, "/?#")) /* curl would read "http:///x" as host x */
+        snprintf(err, errlen, "invalid target URL: missing host");
+    else if (uc) snprintf(err, errlen, "invalid target URL: %s", curl_url_strerror(uc));
+    else if (curl_url_get(u, CURLUPART_HOST, &host, 0) || !*host)
+        snprintf(err, errlen, "invalid target URL: missing host");
+    else if (!curl_url_get(u, CURLUPART_USER, &user, 0) || !curl_url_get(u, CURLUPART_PASSWORD, &pass, 0))
+        snprintf(err, errlen, "authentication in target URL is not supported");
+    else if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) || (strcmp(scheme, "http") && strcmp(scheme, "https")))
+        snprintf(err, errlen, "unsupported URL scheme in target URL: %.32s (http:// and https:// are proxied)",
+                 scheme ? scheme : "?");
+    else rc = 0;
+    curl_free(scheme), curl_free(host), curl_free(user), curl_free(pass);
+    return rc;
 }
 
-static int connect_to(const char *host, const char *port, char *err, size_t errlen) {
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
-    if (getaddrinfo(host, port, &hints, &res)) return snprintf(err, errlen, "cannot resolve %.200s", host), -1;
-    int fd = -1;
-    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        struct timeval tv = {.tv_sec = 600};
-        if (fd >= 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv),
-                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen)) close(fd), fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) snprintf(err, errlen, "cannot connect to %.200s:%.16s", host, port);
-    return fd;
+static int append(struct curl_slist **list, const char *s) {
+    struct curl_slist *l = curl_slist_append(*list, s); /* NULL leaves the list as it was */
+    return l ? (*list = l, 0) : -1;
 }
 
-static int send_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k <= 0) return -1;
-        p += k, n -= (size_t)k;
+/* The forwarded "Name: value\r\n" lines as curl's list. Empty "Accept:", "Expect:" and "Content-Type:"
+ * entries first stop curl adding its defaults (any type, 100-continue, form-urlencoded), so only the
+ * client's headers go out; as in llama-server, the framing headers are curl's own to write. */
+static int header_list(const char *h, struct curl_slist **list, char *err, size_t errlen) {
+    static const char *const framing[] = {"Host", "Content-Length", "Transfer-Encoding", "Accept-Encoding"};
+    strbuf line = {0};
+    int rc = append(list, "Accept:") || append(list, "Expect:") || append(list, "Content-Type:") ? -2 : 0;
+    for (const char *eol; !rc && h && *h; h = eol ? eol + 2 : h + strlen(h)) {
+        eol = strstr(h, "\r\n");
+        size_t n = eol ? (size_t)(eol - h) : strlen(h), name = strcspn(h, ":");
+        if (name >= n || memchr(h, '\r', n) || memchr(h, '\n', n)) { /* no header injection */
+            rc = -1;
+            break;
+        }
+        int skip = 0;
+        for (size_t i = 0; i < sizeof framing / sizeof *framing; i++)
+            skip |= strlen(framing[i]) == name && !strncasecmp(h, framing[i], name);
+        const char *v = h + name + 1 + strspn(h + name + 1, " \t");
+        line.len = 0;
+        /* curl drops "Name:" with no value; "Name;" is its spelling of an empty header */
+        if (v >= h + n ? sb_add(&line, h, name) || sb_add(&line, ";", 1) : sb_add(&line, h, n)) rc = -2;
+        if (!rc && !skip && append(list, line.s)) rc = -2;
     }
-    return 0;
+    sb_free(&line);
+    if (rc) snprintf(err, errlen, rc == -1 ? "invalid proxy header" : "out of memory");
+    return rc;
 }
 
 /* The reply's Content-Type mapped onto the few kinds the server names. */
-static const char *ctype_of(const char *head) {
-    for (const char *p = head; (p = strchr(p, '\n')); p++)
-        if (!strncasecmp(p + 1, "content-type:", 13)) {
-            const char *v = p + 14 + strspn(p + 14, " \t");
-            if (!strncasecmp(v, "application/json", 16)) return "application/json; charset=utf-8";
-            if (!strncasecmp(v, "text/html", 9)) return "text/html; charset=utf-8";
-            if (!strncasecmp(v, "text/event-stream", 17)) return "text/event-stream";
-            return "text/plain; charset=utf-8";
-        }
+static const char *ctype_of(const char *v) {
+    if (v && !strncasecmp(v, "application/json", 16)) return "application/json; charset=utf-8";
+    if (v && !strncasecmp(v, "text/html", 9)) return "text/html; charset=utf-8";
+    if (v && !strncasecmp(v, "text/event-stream", 17)) return "text/event-stream";
     return "text/plain; charset=utf-8";
 }
 
+typedef struct {
+    strbuf b;
+    int too_big;
+} sink;
+
+static size_t collect(char *p, size_t size, size_t n, void *arg) {
+    sink *s = arg;
+    n *= size;
+    if (s->b.len + n > REPLY_MAX) return s->too_big = 1, 0;
+    return sb_add(&s->b, p, n) ? 0 : n;
+}
+
+static int curl_ready;
+static void curl_setup(void) { curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }
+
 int proxy_fetch(const char *method, const char *url, const char *headers, const char *body, size_t len,
                 proxy_reply *out, char *err, size_t errlen) {
-    char host[256], port[16];
-    const char *path;
-    if (parse_url(url, host, sizeof host, port, sizeof port, &path, err, errlen)) return -1;
-    int fd = connect_to(host, port, err, errlen);
-    if (fd < 0) return -1;
-    strbuf req = {0}, rep = {0};
-    char line[512];
-    int ipv6 = strchr(host, ':') != NULL;
-    snprintf(line, sizeof line, "%s ", method);
-    sb_add(&req, line, strlen(line));
-    sb_add(&req, path, strcspn(path, "#"));
-    snprintf(line, sizeof line, " HTTP/1.0\r\nHost: %s%s%s:%s\r\nConnection: close\r\nContent-Length: %zu\r\n",
-             ipv6 ? "[" : "", host, ipv6 ? "]" : "", port, len);
-    sb_add(&req, line, strlen(line));
-    if (headers) sb_add(&req, headers, strlen(headers));
-    sb_add(&req, "\r\n", 2);
-    int rc = req.s && !send_all(fd, req.s, req.len) && (!len || !send_all(fd, body, len)) ? 0 : -1;
-    char buf[16384];
-    ssize_t k;
-    while (!rc && (k = recv(fd, buf, sizeof buf, 0)) > 0)
-        if (rep.len + (size_t)k > REPLY_MAX || sb_add(&rep, buf, (size_t)k)) rc = -1;
-    close(fd);
-    sb_free(&req);
-    char *sep = !rc && rep.s ? strstr(rep.s, "\r\n\r\n") : NULL;
-    int status = 0;
-    if (!sep || sscanf(rep.s, "HTTP/%*d.%*d %d", &status) != 1 || status < 100 || status > 599) {
-        sb_free(&rep);
-        return snprintf(err, errlen, "no valid HTTP reply from %.200s", host), -1;
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* curl_global_init is not thread-safe */
+    pthread_once(&once, curl_setup);
+    CURL *c = curl_ready ? curl_easy_init() : NULL;
+    CURLU *u = curl_url();
+    struct curl_slist *hl = NULL;
+    sink s = {0};
+    char cerr[CURL_ERROR_SIZE] = "";
+    int rc = -1;
+    if (!c || !u) {
+        snprintf(err, errlen, "cannot start the HTTP client");
+        goto out;
     }
-    *sep = 0;
-    out->status = status;
-    out->ctype = ctype_of(rep.s);
-    out->body = strdup(sep + 4);
-    sb_free(&rep);
-    if (!out->body) return snprintf(err, errlen, "out of memory"), -1;
-    return 0;
+    if (check_url(u, url, err, errlen) || header_list(headers, &hl, err, errlen)) goto out;
+    CURLcode res = CURLE_OK;
+#define SET(opt, v) (res = res ? res : curl_easy_setopt(c, opt, v))
+    SET(CURLOPT_CURLU, u);
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_PROXY, ""); /* straight to the target, whatever http_proxy says, as llama-server */
+    SET(CURLOPT_NOSIGNAL, 1L); /* called from server threads: no SIGALRM for resolver timeouts */
+    SET(CURLOPT_CUSTOMREQUEST, method);
+    if (body || len || !strcmp(method, "POST"))
+        SET(CURLOPT_POSTFIELDS, body ? body : ""), SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    SET(CURLOPT_HTTPHEADER, hl);
+    SET(CURLOPT_WRITEFUNCTION, collect);
+    SET(CURLOPT_WRITEDATA, &s);
+    SET(CURLOPT_ERRORBUFFER, cerr);
+    /* llama-server's 600 s: to connect, and for a target that goes silent (no cap on a live stream) */
+    SET(CURLOPT_CONNECTTIMEOUT, 600L);
+    SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+    SET(CURLOPT_LOW_SPEED_TIME, 600L);
+#undef SET
+    if (!res) res = curl_easy_perform(c);
+    long status = 0;
+    char *ct = NULL;
+    if (!res) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status), curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    if (s.too_big) snprintf(err, errlen, "reply from target is over %u MiB", REPLY_MAX >> 20);
+    else if (s.b.oom) snprintf(err, errlen, "out of memory");
+    else if (res) snprintf(err, errlen, "cannot fetch %.200s: %s", url, *cerr ? cerr : curl_easy_strerror(res));
+    else if (status < 100 || status > 599) snprintf(err, errlen, "no valid HTTP reply from %.200s", url);
+    else if (!(out->body = s.b.s ? s.b.s : strdup(""))) snprintf(err, errlen, "out of memory");
+    else out->status = (int)status, out->ctype = ctype_of(ct), s.b.s = NULL, rc = 0;
+out:
+    sb_free(&s.b);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    curl_url_cleanup(u);
+    return rc;
 }

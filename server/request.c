@@ -467,23 +467,28 @@ static int parse_object(srv_endpoint ep, json_t *o, const srv_config *c, srv_req
     return rc;
 }
 
+/* The request body as a JSON object, or NULL with e set. */
+static json_t *load_body(const char *body, size_t len, perr *e) {
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o) return bad(e, "invalid JSON: %s", je.text), NULL;
+    if (!json_is_object(o)) return json_decref(o), bad(e, "the request body must be a JSON object"), NULL;
+    return o;
+}
+
 int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
                          size_t errlen) {
     perr e = {err, errlen};
     memset(q, 0, sizeof *q);
-    json_error_t je;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *chat = NULL;
-    if (!o) return bad(&e, "invalid JSON: %s", je.text);
-    int rc = -1;
-    if (!json_is_object(o)) bad(&e, "the request body must be a JSON object");
-    else if (d == DIALECT_OPENAI) chat = json_incref(o);
-    else {
+    json_t *o = load_body(body, len, &e), *chat = NULL;
+    if (o && d == DIALECT_OPENAI) chat = json_incref(o);
+    else if (o) {
         json_t *ms = json_array();
         if (!(d == DIALECT_RESPONSES ? messages_of_responses(o, ms, &e) : messages_of_anthropic(o, ms, &e)))
-            chat = json_pack("{s:o}", "messages", json_incref(ms));
+            chat = json_pack("{s:O}", "messages", ms);
         json_decref(ms);
     }
-    if (chat) rc = parse_object(EP_CHAT, chat, c, q, &e);
+    int rc = chat ? parse_object(EP_CHAT, chat, c, q, &e) : -1;
     json_decref(chat);
     json_decref(o);
     return rc;
@@ -493,10 +498,8 @@ int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config 
                 size_t errlen) {
     perr e = {err, errlen};
     memset(q, 0, sizeof *q);
-    json_error_t je;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!o) return bad(&e, "invalid JSON: %s", je.text);
-    int rc = json_is_object(o) ? parse_object(ep, o, c, q, &e) : bad(&e, "the request body must be a JSON object");
+    json_t *o = load_body(body, len, &e);
+    int rc = o ? parse_object(ep, o, c, q, &e) : -1;
     json_decref(o);
     return rc;
 }

@@ -20,14 +20,14 @@
 
 #include "server.h"
 
-/* Rows per step (-b sets it, as llama-server's n_batch bounds a decode call): by default two of the
- * engine's 64-row passes, so a step wastes no part-filled pass. Every
- * generating slot's next token goes in first; prompt chunks fill the rest in arrival order (the
- * oldest prompt finishes first, which lowers the mean time to first token without delaying the
- * last), and get at least MIN_CHUNK rows however many slots are generating. A prompt that would
- * not finish in the rows left waits whole for the next step unless it is the step's first: its
- * part would only lengthen this step (the earlier prompt's first token, every slot's next) and
- * not bring its own first token any closer. */
+/* Rows per step: -b (as llama-server's n_batch bounds a decode call), by default two of the
+ * engine's 64-row passes, so a step wastes no part-filled pass. Every generating slot's next
+ * token goes in first; prompt chunks fill the rest in arrival order (the oldest prompt finishes
+ * first, which lowers the mean time to first token without delaying the last), and get at least
+ * MIN_CHUNK rows however many slots are generating. A prompt that would not finish in the rows
+ * left waits whole for the next step unless it is the step's first: its part would only lengthen
+ * this step (the earlier prompt's first token, every slot's next) and not bring its own first
+ * token any closer. */
 #define STEP_ROWS 128
 #define MIN_CHUNK 32
 

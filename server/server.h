@@ -360,7 +360,7 @@ typedef struct {
 /* Next frame(s) to send, malloc'd ("" when nothing came within wait_ms), or NULL at the end. */
 char *sse_next(sse_stream *s, int wait_ms);
 
-/* ---- proxy.c: the CORS proxy's HTTP client (plain http:// targets) ---- */
+/* ---- proxy.c: the CORS proxy's HTTP client (libcurl; http:// and https:// targets) ---- */
 typedef struct {
     int status;
     const char *ctype; /* a static string */
@@ -369,7 +369,8 @@ typedef struct {
 
 /* The url= parameter of a query string, percent-decoded, into out. 0, or -1 with err. */
 int proxy_target(const char *query, char *out, size_t n, char *err, size_t errlen);
-/* Sends one request (headers: "Name: value\r\n" lines, may be NULL) and reads the whole reply. */
+/* Sends one request (headers: "Name: value\r\n" lines, may be NULL; redirects are not followed) and
+ * reads the whole reply (16 MiB at most). 0, or -1 with err. */
 int proxy_fetch(const char *method, const char *url, const char *headers, const char *body, size_t len,
                 proxy_reply *out, char *err, size_t errlen);
 

@@ -170,3 +170,12 @@ int count_lines(const char *s) {
     for (; s && *s; s++) n += *s == '\n';
     return n;
 }
+
+void check_refused(const char *args, const char *prefix) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1 </dev/null", trit_bin(), args);
+    int rc = run_cmd(cmd, &out);
+    CHECKF(rc == 1 && count_lines(out) == 1 && (!prefix || !strncmp(out, prefix, strlen(prefix))),
+           "'trit %s': rc %d, output:\n%s", args, rc, out ? out : "");
+    free(out);
+}

@@ -51,6 +51,9 @@ int same_bytes(const char *a, const char *b);
 int count_lines(const char *s);
 /* Runs a shell command, captures stdout (malloc'd, NUL-terminated) and returns the exit status. */
 int run_cmd(const char *cmd, char **out);
+/* Runs `trit ARGS` with an empty stdin and checks that it exits 1 with one line of output, which
+ * starts with prefix when that is not NULL. */
+void check_refused(const char *args, const char *prefix);
 /* A fresh directory /tmp/trit-gguf-XXXXXX in buf (NULL on failure); rm_tmpdir removes it and
  * records a failure if it cannot. */
 char *make_tmpdir(char *buf, size_t n);

@@ -403,6 +403,7 @@ static void test_cors_proxy_disabled(void) {
 
 typedef struct {
     int fd;
+    size_t big; /* nonzero: answer 200 with this many bytes instead */
     char req[4096];
 } fake_target;
 
@@ -417,7 +418,16 @@ static void *serve_once(void *arg) {
         n += (size_t)k;
         t->req[n] = 0;
         char *end = strstr(t->req, "\r\n\r\n");
-        if (end && strlen(end + 4) >= 2) break; /* the test's body is "{}" */
+        if (end && (t->big || strlen(end + 4) >= 2)) break; /* the test's body is "{}" */
+    }
+    if (t->big) {
+        static const char head[] = "HTTP/1.0 200 OK\r\n\r\n";
+        char buf[65536];
+        memset(buf, 'x', sizeof buf);
+        k = send(c, head, sizeof head - 1, MSG_NOSIGNAL);
+        for (size_t sent = 0; k > 0 && sent < t->big; sent += (size_t)k) k = send(c, buf, sizeof buf, MSG_NOSIGNAL);
+        close(c);
+        return NULL;
     }
     static const char reply[] = "HTTP/1.0 201 Created\r\nContent-Type: application/json\r\n\r\n{\"ok\":1}";
     if (send(c, reply, sizeof reply - 1, 0) < 0) t->req[0] = 0;
@@ -433,9 +443,11 @@ static void test_proxy_client(void) {
     CHECK(proxy_target("url=%00", out, sizeof out, err, sizeof err) == -1);
     CHECK(proxy_target("url=http://h/%0D%0AX-Evil:%201", out, sizeof out, err, sizeof err) == -1);
     proxy_reply pr;
-    CHECK(proxy_fetch("GET", "https://x/", NULL, NULL, 0, &pr, err, sizeof err) == -1 && strstr(err, "scheme"));
+    CHECK(proxy_fetch("GET", "ftp://x/", NULL, NULL, 0, &pr, err, sizeof err) == -1 && strstr(err, "scheme"));
     CHECK(proxy_fetch("GET", "http://u:p@x/", NULL, NULL, 0, &pr, err, sizeof err) == -1);
     CHECK(proxy_fetch("GET", "http:///x", NULL, NULL, 0, &pr, err, sizeof err) == -1);
+    CHECK(proxy_fetch("GET", "http://x/", "A: 1\nX-Evil: 1\r\n", NULL, 0, &pr, err, sizeof err) == -1 &&
+          strstr(err, "header"));
     fake_target t = {.fd = socket(AF_INET, SOCK_STREAM, 0)};
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof a;
@@ -445,14 +457,30 @@ static void test_proxy_client(void) {
     REQUIRE(!pthread_create(&th, NULL, serve_once, &t));
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/capture?x=1", ntohs(a.sin_port));
-    int rc = proxy_fetch("POST", url, "Accept: application/json\r\n", "{}", 2, &pr, err, sizeof err);
+    int rc = proxy_fetch("POST", url, "Accept: application/json\r\nX-Empty: \r\nContent-Length: 9\r\n", "{}", 2, &pr,
+                         err, sizeof err);
     pthread_join(th, NULL);
     close(t.fd);
     REQUIREF(rc == 0, "%s", err);
     CHECK(pr.status == 201 && !strcmp(pr.body, "{\"ok\":1}") && strstr(pr.ctype, "application/json"));
-    CHECK(!strncmp(t.req, "POST /capture?x=1 HTTP/1.0\r\n", 28) && strstr(t.req, "\r\nAccept: application/json\r\n") &&
-          strstr(t.req, "\r\nContent-Length: 2\r\n") && strstr(t.req, "\r\n\r\n{}"));
+    CHECK(!strncmp(t.req, "POST /capture?x=1 HTTP/1.1\r\n", 28) && strstr(t.req, "\r\nAccept: application/json\r\n") &&
+          strstr(t.req, "\r\nX-Empty:\r\n") && strstr(t.req, "\r\nContent-Length: 2\r\n") &&
+          strstr(t.req, "\r\n\r\n{}"));
+    /* only the given headers: none of curl's defaults (Accept, Expect, a form Content-Type, User-Agent) */
+    CHECK(!strstr(t.req, "*/*") && !strstr(t.req, "Expect") && !strstr(t.req, "Content-Type") &&
+          !strstr(t.req, "User-Agent") && !strstr(t.req, "Content-Length: 9"));
     free(pr.body);
+    /* a reply over the cap is refused, not cut */
+    t = (fake_target){.fd = socket(AF_INET, SOCK_STREAM, 0), .big = 17u << 20};
+    a.sin_port = 0;
+    REQUIRE(t.fd >= 0 && !bind(t.fd, (struct sockaddr *)&a, sizeof a) && !listen(t.fd, 1) &&
+            !getsockname(t.fd, (struct sockaddr *)&a, &al));
+    REQUIRE(!pthread_create(&th, NULL, serve_once, &t));
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/big", ntohs(a.sin_port));
+    rc = proxy_fetch("GET", url, NULL, NULL, 0, &pr, err, sizeof err);
+    pthread_join(th, NULL);
+    close(t.fd);
+    CHECKF(rc == -1 && strstr(err, "MiB"), "%s", err);
 }
 
 /* Both addresses of a --host list answer (the proxy's client is the test's HTTP client). */

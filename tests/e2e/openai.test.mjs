@@ -123,13 +123,15 @@ test('413 body over the limit', async () => {
   assert.equal((await r.json()).error.code, 413);
 });
 
-test('401 wrong key -> AuthenticationError; /health and /v1/models stay public', async () => {
+test('401 wrong key -> AuthenticationError; only /health stays public, as in llama-server', async () => {
   const keyed = await startServer(['--api-key', 'sekret']);
   try {
     const bad = new OpenAI({ baseURL: `${keyed.base}/v1`, apiKey: 'wrong', maxRetries: 0 });
     await assert.rejects(bad.chat.completions.create(chat()), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
-    assert.equal((await bad.models.list()).data[0].id, 'tiny');
+    await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+    assert.equal((await fetch(`${keyed.base}/health`)).status, 200);
     const good = new OpenAI({ baseURL: `${keyed.base}/v1`, apiKey: 'sekret', maxRetries: 0 });
+    assert.equal((await good.models.list()).data[0].id, 'tiny');
     assert.equal((await good.chat.completions.create(chat({ max_tokens: 2 }))).usage.completion_tokens, 2);
   } finally { await stop(keyed); }
 });
