@@ -116,6 +116,7 @@ static int load(srv_model *e, char *err, size_t errlen) {
     e->sv.model = trit_model_load(e->path, &mp, err, errlen);
     if (e->sv.model) e->sv.sch = sched_new(e->sv.model, &e->sv.cfg, err, errlen);
     if (!e->sv.sch) return trit_model_free(e->sv.model), e->sv.model = NULL, -1;
+    if (e->slept) sched_metrics_carry(e->sv.sch, &e->snap);
     e->slept = 0;
     atomic_store(&e->sv.ready, 1);
     fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens\n", e->id, trit_model_desc(e->sv.model),

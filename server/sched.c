@@ -776,6 +776,14 @@ int sched_slots(sched *s, slot_info *out, int max) {
     return n;
 }
 
+void sched_metrics_carry(sched *s, const srv_metrics *from) {
+    pthread_mutex_lock(&s->mu);
+    s->met = *from;
+    s->met.win_prompt_tokens = s->met.win_steps = 0, s->met.win_prompt_s = s->met.win_predicted_s = 0;
+    s->met.processing = s->met.deferred = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void sched_metrics(sched *s, srv_metrics *out, int take_window) {
     pthread_mutex_lock(&s->mu);
     *out = s->met;

@@ -243,6 +243,9 @@ int sched_slot_ctx(const sched *s);
 int sched_slots(sched *s, slot_info *out, int max);
 /* The counters; take_window != 0 (a scrape) also starts a new throughput window. */
 void sched_metrics(sched *s, srv_metrics *out, int take_window);
+/* A new scheduler of a model woken from sleep goes on counting from the metrics it slept with
+ * (a fresh throughput window). */
+void sched_metrics_carry(sched *s, const srv_metrics *from);
 
 /* POST /slots/{id}?action=...: llama-server's slot save, restore and erase. The file holds the
  * slot's tokens (llama-server's packed list: -1, version 1, count, tokens; a plain token list, as

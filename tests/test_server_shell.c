@@ -239,12 +239,20 @@ static void test_sleep_wake(void) {
     REQUIREF(e, "%s", err);
     srv_metrics m;
     CHECK(!models_asleep_metrics(ms, 0, &m, 0));
+    const char *body = "{\"prompt\":\"Once\",\"n_predict\":4}";
+    route_reply r;
+    route_request(models_server(e), "POST", "/completion", NULL, body, strlen(body), &r);
+    if (r.task) route_await(models_server(e), &r, NULL, NULL);
+    CHECK(r.status == 200);
+    free(r.body);
     models_release(e, 1);
     usleep(1500 * 1000);
-    CHECK(!strcmp(status_of(ms, 0), "sleeping") && models_asleep_metrics(ms, 0, &m, 0) && m.requests == 0);
+    CHECK(!strcmp(status_of(ms, 0), "sleeping") && models_asleep_metrics(ms, 0, &m, 0) && m.requests == 1);
     e = models_acquire(ms, NULL, 0, &st, err, sizeof err);
     REQUIREF(e, "%s", err);
     CHECK(models_server(e)->sch && !strcmp(status_of(ms, 0), "loaded"));
+    sched_metrics(models_server(e)->sch, &m, 0); /* the counters go on from where they slept */
+    CHECK(m.requests == 1 && m.predicted_tokens == 4 && m.win_steps == 0);
     models_release(e, 0);
     usleep(1500 * 1000);
     CHECK(!strcmp(status_of(ms, 0), "sleeping"));
