@@ -632,7 +632,7 @@ static void test_cors(void) {
 static void test_serve_flags(void) {
     const char *m = shared_path("data/models/stories260K.gguf");
     char cmd[1024];
-    const char *cases[] = {"serve",
+    const char *cases[] = {"serve --models-dir /nonexistent", /* without -m: a router, over a folder it must read */
                            "serve -m %s --port 0",
                            "serve -m %s --bogus",
                            "serve -m %s -np x",
