@@ -34,7 +34,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache e2e conformance clean help bench bench-kernels bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar e2e conformance clean help bench bench-kernels bench-grammar bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -149,7 +149,7 @@ $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-schema fuzz-grammar
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
@@ -168,6 +168,30 @@ fuzz-repack-cache: $(FUZZ_RC_BIN)
 	@mkdir -p build/fuzz/corpus_repack_cache
 	cp fuzz/repack_cache_seeds/* build/fuzz/corpus_repack_cache/
 	$(FUZZ_RC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
+
+# libFuzzer target for the JSON Schema -> GBNF converter, seeded with the schemas of the
+# converter's test cases.
+FUZZ_JS_BIN := build/fuzz/fuzz_json_schema
+$(FUZZ_JS_BIN): fuzz/fuzz_json_schema.c fuzz-lib
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
+
+fuzz-json-schema: $(FUZZ_JS_BIN)
+	@mkdir -p build/fuzz/corpus_json_schema
+	python3 -c 'import json; [open("build/fuzz/corpus_json_schema/case%d.json" % i, "w").write(c["schema"]) \
+		for i, c in enumerate(json.load(open("tests/data/json_schema/llama_cases.json")))]'
+	$(FUZZ_JS_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_json_schema
+
+# libFuzzer target for the GBNF parser and matcher, seeded with fuzz/grammar_seeds.
+FUZZ_GR_BIN := build/fuzz/fuzz_grammar
+$(FUZZ_GR_BIN): fuzz/fuzz_grammar.c fuzz-lib
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
+
+fuzz-grammar: $(FUZZ_GR_BIN)
+	@mkdir -p build/fuzz/corpus_grammar
+	cp fuzz/grammar_seeds/* build/fuzz/corpus_grammar/
+	$(FUZZ_GR_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_grammar
 
 fuzz-request: $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus_request
@@ -196,6 +220,13 @@ bench-kernels: $(BUILD)/kernels-bench
 	$(BUILD)/kernels-bench
 
 $(BUILD)/kernels-bench: $(BUILD)/bench/kernels_bench.o $(BUILD)/libtrit-internal.a
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+
+# the GBNF token mask per step on a 151k-token vocabulary, against the per-token test
+bench-grammar: $(BUILD)/grammar-bench
+	$(BUILD)/grammar-bench $(SHARED)/data/vocab/ggml-vocab-qwen2.gguf
+
+$(BUILD)/grammar-bench: $(BUILD)/bench/grammar_bench.o $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
 # decode attention on an f16 cache per code path, against the AVX2 one
@@ -239,10 +270,13 @@ help:
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
 	@echo "make bench-attn  decode attention (f16 cache) per code path against the AVX2 one"
+	@echo "make bench-grammar  the GBNF token mask per step on a 151k-token vocabulary"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
 
 	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
 	@echo "make fuzz-repack-cache  fuzz the repack cache's header parser for FUZZ_SECONDS"
+	@echo "make fuzz-json-schema  fuzz the JSON Schema -> grammar converter for FUZZ_SECONDS"
+	@echo "make fuzz-grammar      fuzz the GBNF parser and matcher for FUZZ_SECONDS"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/bench/*.d)

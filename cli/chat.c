@@ -224,7 +224,7 @@ static int reply(chat *ch, int opens_think) {
            (ch->o->n_predict < 0 || n_gen < ch->o->n_predict)) {
         int32_t tok = trit_sampler_sample(ch->smp, ch->logits);
         if (is_stop(ch, tok)) break;
-        trit_sampler_accept(ch->smp, tok);
+        if (trit_sampler_accept_generated(ch->smp, tok)) break; /* no token fits the grammar */
         char piece[256];
         int pn = trit_token_to_piece(ch->m, tok, piece, sizeof piece, 0);
         if (pn < 0) break;

@@ -28,6 +28,8 @@ void gen_free_opts(gen_opts *o) {
     free(o->bias);
     o->bias = NULL;
     o->n_bias = 0;
+    free(o->grammar_text);
+    o->grammar_text = NULL, o->grammar = NULL;
 }
 
 int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
@@ -88,6 +90,19 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     if (IS("-l", "--logit-bias")) {
         VAL();
         CHECKED(add_bias(c, a, v, o));
+    }
+    if (IS("--grammar", NULL)) {
+        VAL();
+        o->grammar = *v ? v : NULL;
+        return 1;
+    }
+    if (IS("--grammar-file", NULL)) {
+        VAL();
+        char *t = arg_read_file(c, v, 16 << 20, NULL);
+        if (!t) return -1;
+        free(o->grammar_text);
+        o->grammar = o->grammar_text = t;
+        return 1;
     }
     if (IS("--ignore-eos", NULL)) {
         o->sp.ignore_eos = 1;
@@ -150,6 +165,17 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     smp_p.logit_bias = o->bias;
     smp_p.n_logit_bias = o->n_bias;
     if (*s) *smp = trit_sampler_new_model(*m, &smp_p);
+    if (*s && *smp && o->grammar) {
+        trit_grammar *g = trit_grammar_new(*m, o->grammar, NULL, err, sizeof err);
+        int rc = g ? trit_sampler_set_grammar(*smp, g) : -1;
+        trit_grammar_free(g);
+        if (rc) {
+            fprintf(stderr, "trit %s: %s\n", cmd, g ? "out of memory" : err);
+            gen_close(*m, *s, *smp);
+            *m = NULL, *s = NULL, *smp = NULL;
+            return -1;
+        }
+    }
     if (*s && *smp) return 0;
     if (!*s) fprintf(stderr, "trit %s: %s\n", cmd, err);
     else fprintf(stderr, "trit %s: out of memory\n", cmd);

@@ -11,6 +11,8 @@ typedef struct {
     trit_sampler_params sp;
     trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
     int n_bias;
+    const char *grammar; /* --grammar TEXT or --grammar-file's text: GBNF the output follows */
+    char *grammar_text; /* --grammar-file's text (owned) */
 } gen_opts;
 
 #define GEN_USAGE                                                                                      \
@@ -28,6 +30,8 @@ typedef struct {
     "  -l, --logit-bias TOKEN_ID(+|-)BIAS\n"                                                           \
     "                          add BIAS to a token's logit (15043+1; 15043-inf bans it); repeatable\n" \
     "  --ignore-eos            never stop at an end-of-generation token (they are banned)\n"           \
+    "  --grammar TEXT          GBNF grammar (llama.cpp's format) the output must follow\n"             \
+    "  --grammar-file FILE     the grammar from a file\n"                                              \
     "  -s, --seed N            sampling seed (default -1 = random)\n"                                  \
     "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"                   \
     "  --no-mmap               read the model into memory instead of mapping it\n"                     \

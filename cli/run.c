@@ -111,7 +111,7 @@ static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run
     while (o->n_predict < 0 || n_gen < o->n_predict) {
         int32_t tok = trit_sampler_sample(smp, logits);
         if (trit_token_is_eog(m, tok)) break;
-        trit_sampler_accept(smp, tok);
+        if (trit_sampler_accept_generated(smp, tok)) break; /* no token fits the grammar */
         if (print_piece(m, tok)) break;
         n_gen++;
         if (trit_session_n_past(s) >= trit_session_n_ctx(s)) break;

@@ -132,10 +132,10 @@ static int serve(server *sv) {
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return free(o.tmpl_text), rc < 0;
+    if (rc) return free(o.tmpl_text), free(o.grammar_text), rc < 0;
     server sv = {.cfg = o.c, .started = (long)time(NULL)};
     rc = serve(&sv);
     free_keys(o.c.api_keys);
-    free(o.tmpl_text);
+    free(o.tmpl_text), free(o.grammar_text);
     return rc;
 }

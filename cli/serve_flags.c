@@ -129,6 +129,13 @@ static int set_chat_template_file(serve_opts *o, const char *f, const char *v) {
     free(o->tmpl_text);
     return o->c.chat_template = o->tmpl_text = t, 0;
 }
+static int set_grammar(serve_opts *o, const char *f, const char *v) { return o->c.grammar = *v ? v : NULL, 0; }
+static int set_grammar_file(serve_opts *o, const char *f, const char *v) {
+    char *t = arg_read_file(C, v, 16 << 20, NULL); /* a request body's bound */
+    if (!t) return -1;
+    free(o->grammar_text);
+    return o->c.grammar = o->grammar_text = t, 0;
+}
 static int set_reasoning_budget(serve_opts *o, const char *f, const char *v) {
     return arg_int(C, f, v, -1, 1 << 30, &o->c.reasoning_budget);
 }
@@ -232,8 +239,8 @@ const serve_flag serve_flags[] = {
     {"--mirostat-lr", NULL, NULL, F_VALUE, NULL},
     {"--mirostat-ent", NULL, NULL, F_VALUE, NULL},
     {"-l|--logit-bias", NULL, NULL, F_VALUE, NULL},
-    {"--grammar", NULL, NULL, F_VALUE, NULL},
-    {"--grammar-file", NULL, NULL, F_VALUE, NULL},
+    {"--grammar", NULL, NULL, F_VALUE, set_grammar},
+    {"--grammar-file", NULL, NULL, F_VALUE, set_grammar_file},
     {"-j|--json-schema", NULL, NULL, F_VALUE, NULL},
     {"-jf|--json-schema-file", NULL, NULL, F_VALUE, NULL},
     {"-bs|--backend-sampling", NULL, "LLAMA_ARG_BACKEND_SAMPLING", F_SWITCH, NULL},

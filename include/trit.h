@@ -20,6 +20,7 @@ extern "C" {
 typedef struct trit_model trit_model;
 typedef struct trit_session trit_session;
 typedef struct trit_sampler trit_sampler;
+typedef struct trit_grammar trit_grammar;
 
 /* ---- model ---- */
 typedef struct {
@@ -199,6 +200,28 @@ void trit_sampler_reset(trit_sampler *s);
  * NULL) and returns how many candidates there are (0 before the first sample or after a reset). */
 int trit_sampler_candidates(trit_sampler *s, int32_t *ids, float *probs, int max);
 
+/* ---- grammar: GBNF, llama.cpp's format and matching ----
+ * Rules `name ::= alternatives`, groups, `* + ? {m} {m,} {m,n}`, "literals", [classes] with ranges
+ * and ^ negation, `.`, escapes \x \u \U \t \n \r \\ \" \[ \] \-, # comments, tokens <[id]>,
+ * <text> and their negation !<...>. A grammar attached to a sampler constrains it as llama.cpp's
+ * common sampler does: the chain samples freely first; when the token it picks does not fit the
+ * grammar, the whole chain runs again (a second random draw) with every token that does not fit
+ * banned, so a seed gives llama.cpp's text. End-of-generation tokens fit only where the grammar
+ * may end. */
+
+/* Compiles gbnf with start rule root (NULL: "root") against m's vocabulary. NULL with one line
+ * in err (the problem and line:column) for an invalid grammar, left recursion, an undefined or
+ * missing rule, or a grammar past the size limits. A grammar is immutable: share it freely. */
+trit_grammar *trit_grammar_new(const trit_model *m, const char *gbnf, const char *root, char *err, size_t errlen);
+void trit_grammar_free(trit_grammar *g); /* samplers using it keep their own reference */
+/* Constrains s by g (NULL removes the grammar); s keeps its own reference and state, starting at
+ * the grammar's start (trit_sampler_reset returns there). -1 when g is of another vocabulary size
+ * or out of memory. */
+int trit_sampler_set_grammar(trit_sampler *s, const trit_grammar *g);
+/* trit_sampler_accept for a generated token: also advances the grammar. Returns -1 when the
+ * grammar refuses the token (only possible when no token fitted), else 0. */
+int trit_sampler_accept_generated(trit_sampler *s, int32_t tok);
+
 /* ---- chat ---- */
 typedef struct {
     const char *role; /* "system", "user", "assistant" or "tool" */
@@ -271,6 +294,16 @@ void trit_think_init(trit_think_split *t, int in_think);
 void trit_think_feed(trit_think_split *t, const char *text, size_t len, trit_think_fn fn, void *user);
 /* Passes on whatever is still held back (at the end of generation). */
 void trit_think_flush(trit_think_split *t, trit_think_fn fn, void *user);
+
+/* ---- JSON Schema -> grammar ---- */
+/* Converts a JSON Schema (JSON text) into a GBNF grammar as llama.cpp's json_schema_to_grammar
+ * does (the same rules, rule names and text): types, properties / required /
+ * additionalProperties, enum, const, items / prefixItems / minItems / maxItems, minLength /
+ * maxLength, pattern (llama.cpp's regex subset; others accept any string), integer bounds,
+ * formats date, time, date-time and uuid, local $ref with $defs / definitions, anyOf / oneOf /
+ * allOf. Returns malloc'd text (free() it), or NULL with one line in err for a schema outside
+ * that subset. llama-server's response_format json_object is the schema {"type": "object"}. */
+char *trit_json_schema_to_grammar(const char *schema_json, char *err, size_t errlen);
 
 /* ---- files ---- */
 /* Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for every

@@ -274,7 +274,66 @@ static int parse_bias(json_t *o, srv_req *q, perr *e) {
     return 0;
 }
 
+/* nlohmann's empty(): null, {} and [] are empty; other values are not. */
+static int json_empty(json_t *v) {
+    return !v || json_is_null(v) || (json_is_object(v) && !json_object_size(v)) ||
+        (json_is_array(v) && !json_array_size(v));
+}
+
+/* Structured output as llama-server reads it: on chat, `json_schema`, or response_format
+ * json_object (its `schema`, else any object) or json_schema (json_schema.schema), the last
+ * winning; on /completion `json_schema` unless `grammar` is there. The schema's GBNF goes to
+ * q->grammar (the sampler enforces it); a schema that does not convert is a 400. */
+static int parse_schema(json_t *o, srv_req *q, perr *e) {
+    json_t *js = json_object_get(o, "json_schema"), *gr = json_object_get(o, "grammar");
+    json_t *schema = json_is_null(js) ? NULL : js, *any = json_object();
+    const char *prefix = "";
+    if (q->ep == EP_CHAT) {
+        json_t *rf = json_object_get(o, "response_format");
+        const char *type = json_string_value(json_object_get(rf, "type"));
+        if (schema && json_is_string(gr) && *json_string_value(gr))
+            return json_decref(any), bad(e, "Cannot use both json_schema and grammar");
+        if (type && !strcmp(type, "json_object") && (json_object_get(rf, "schema") || json_empty(schema)))
+            schema = json_object_get(rf, "schema");
+        else if (type && !strcmp(type, "json_schema"))
+            schema = json_object_get(json_object_get(rf, "json_schema"), "schema");
+        else type = NULL; /* the body's json_schema stays */
+        if (type && (!schema || json_is_null(schema))) schema = any;
+    } else {
+        prefix = "\"json_schema\": ";
+        if (gr || !js) schema = NULL;
+        else if (!schema) schema = any;
+    }
+    int rc = 0;
+    if (schema) {
+        /* an empty schema means any object */
+        if (json_is_object(schema) && !json_object_size(schema)) schema = json_pack("{s:s}", "type", "object");
+        else json_incref(schema);
+        char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : NULL, err[512];
+        char *g = text ? trit_json_schema_to_grammar(text, err, sizeof err) : NULL;
+        if (!text) rc = bad(e, "out of memory");
+        else if (!g) rc = bad(e, "%s%s", prefix, err);
+        else free(q->grammar), q->grammar = g;
+        free(text);
+        json_decref(schema);
+    }
+    json_decref(any);
+    return rc;
+}
+
+/* `grammar`: GBNF text (llama-server ignores a value of another type, and "" is none). It is
+ * compiled where the model is known (routes.c), so that an invalid one is a 400 there; a schema
+ * read after it (parse_schema) takes its place. */
+static int parse_grammar(json_t *o, srv_req *q, perr *e) {
+    const char *g = json_string_value(json_object_get(o, "grammar"));
+    if (!g || !*g) return 0;
+    free(q->grammar);
+    if (!(q->grammar = strdup(g))) return bad(e, "out of memory");
+    return 0;
+}
+
 static int parse_format_and_thinking(json_t *o, srv_req *q, perr *e) {
+    if (parse_grammar(o, q, e) || parse_schema(o, q, e)) return -1;
     json_t *rf = json_object_get(o, "response_format");
     if (rf && !json_is_null(rf)) {
         const char *type = json_string_value(json_object_get(rf, "type"));

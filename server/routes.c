@@ -192,11 +192,25 @@ static srv_task *make_tasks(server *sv, srv_req *q, route_reply *r) {
     return head;
 }
 
+/* The request's grammar (or the --grammar default) compiled against the model, so that an
+ * invalid one is a 400 before any task exists; the slot compiles its own (sched.c). */
+static int check_grammar(server *sv, srv_req *q, route_reply *r) {
+    if (!q->grammar && sv->cfg.grammar && !(q->grammar = strdup(sv->cfg.grammar)))
+        return route_error(r, 500, "out of memory"), -1;
+    if (!q->grammar) return 0;
+    char err[512];
+    trit_grammar *g = trit_grammar_new(sv->model, q->grammar, NULL, err, sizeof err);
+    if (!g) return route_error(r, 400, err), -1;
+    trit_grammar_free(g);
+    return 0;
+}
+
 static void completion(server *sv, srv_endpoint ep, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
     if (route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
     if (resolve_bias(sv->model, &q)) return srv_req_free(&q), route_error(r, 500, "out of memory");
+    if (check_grammar(sv, &q, r)) return srv_req_free(&q);
     if (q.id_slot >= sv->cfg.n_parallel) q.id_slot = -1;
     srv_task *head = make_tasks(sv, &q, r);
     srv_req_free(&q);
@@ -344,7 +358,7 @@ static void props(server *sv, route_reply *r) {
                   "n_ctx", sched_slot_ctx(sv->sch), "params", params, "total_slots", sv->cfg.n_parallel, "model_path",
                   sv->cfg.model_path, "chat_template", tmpl, "chat_template_caps", "supports_system_role", 1,
                   "supports_thinking", 1, "supports_tools", 0, "modalities", "vision", 0, "build_info", FINGERPRINT,
-                  "is_sleeping", 0, "response_format_enforced", 0);
+                  "is_sleeping", 0, "response_format_enforced", 1);
     reply_json(r, 200, j);
 }
 

@@ -260,6 +260,12 @@ static int slot_start(sched *s, slot *sl, srv_task *t) {
     trit_sampler_free(sl->smp);
     sl->smp = trit_sampler_new_model(s->m, &t->req.sp);
     if (!sl->smp) return -1;
+    if (t->req.grammar) { /* checked by the route already; the sampler keeps its own reference */
+        trit_grammar *g = trit_grammar_new(s->m, t->req.grammar, NULL, NULL, 0);
+        int rc = g ? trit_sampler_set_grammar(sl->smp, g) : -1;
+        trit_grammar_free(g);
+        if (rc) return -1;
+    }
     for (int i = 0; i < t->n_prompt; i++) trit_sampler_accept(sl->smp, t->prompt[i]);
     const int think = t->req.ep == EP_CHAT && t->req.reasoning_format != RF_NONE; /* none: thoughts stay content */
     textout_init(&sl->tx, t->req.stop, t->req.n_stop, think, think && opens_think(s, t));
@@ -390,7 +396,12 @@ static void sample_next(sched *s, slot *sl) {
         top = logprobs(s, sl->logits, tok, q->top_logprobs, &chosen);
         n_top = top ? (q->top_logprobs > 20 ? 20 : q->top_logprobs) : 0;
     }
-    trit_sampler_accept(sl->smp, tok);
+    if (trit_sampler_accept_generated(sl->smp, tok)) { /* no token fitted the grammar: it is stuck */
+        for (int i = 0; i < n_top; i++) free(top[i].piece);
+        free(top), free(chosen.piece);
+        slot_finish(s, sl, FINISH_STOP);
+        return;
+    }
     sl->n_gen++;
     char buf[256];
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);

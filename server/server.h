@@ -44,6 +44,7 @@ typedef struct {
     int n_keep; /* --keep: prompt tokens a context shift keeps (after BOS); -1 = the whole prompt */
     int kv_unified; /* --kv-unified: every slot may use the whole -c, which all slots share */
     const char *slot_save_path; /* --slot-save-path: the folder of POST /slots/{id}?action=save|restore */
+    const char *grammar; /* --grammar, or --grammar-file's text: the GBNF of requests that give none */
     /* chat templates (text.c) */
     const char *chat_template; /* --chat-template, or --chat-template-file's text; NULL: the model's */
     int jinja; /* --jinja (default) / --no-jinja: see trit_chat_opts */
@@ -106,6 +107,7 @@ typedef struct {
     trit_logit_bias *logit_bias; /* the same by token id (routes.c tokenizes the texts) */
     int logprobs, top_logprobs;
     int json_object, enable_thinking, cache_prompt, id_slot, add_generation_prompt;
+    char *grammar; /* GBNF the generated text must follow: the `grammar` field, or a schema converted */
     int continue_final; /* 0, 1: continue the last message's text, 2: its reasoning */
     int reasoning_format; /* srv_reasoning_format */
     char *tools, *tmpl_vars; /* JSON texts of "tools" and of chat_template_kwargs (plus reasoning_effort) */

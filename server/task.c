@@ -19,7 +19,7 @@ void srv_req_free(srv_req *r) {
         free(m->tool_calls), free(m->name), free(m->tool_call_id);
     }
     free(r->msgs);
-    free(r->tools), free(r->tmpl_vars);
+    free(r->tools), free(r->tmpl_vars), free(r->grammar);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     for (int i = 0; i < r->n_bias; i++) free(r->bias[i].text);
@@ -55,10 +55,12 @@ int srv_req_copy(srv_req *dst, const srv_req *q) {
     dst->stop = q->n_stop ? strs_copy(q->stop, q->n_stop) : NULL;
     dst->response_fields = q->n_response_fields ? strs_copy(q->response_fields, q->n_response_fields) : NULL;
     int nb = q->sp.n_logit_bias;
+    dst->grammar = q->grammar ? strdup(q->grammar) : NULL;
     dst->logit_bias = nb ? malloc((size_t)nb * sizeof *dst->logit_bias) : NULL;
     if (nb && dst->logit_bias) memcpy(dst->logit_bias, q->sp.logit_bias, (size_t)nb * sizeof *dst->logit_bias);
     dst->sp.logit_bias = dst->logit_bias;
-    if ((q->n_stop && !dst->stop) || (q->n_response_fields && !dst->response_fields) || (nb && !dst->logit_bias)) {
+    if ((q->n_stop && !dst->stop) || (q->n_response_fields && !dst->response_fields) || (nb && !dst->logit_bias) ||
+        (q->grammar && !dst->grammar)) {
         dst->n_stop = q->n_stop && !dst->stop ? 0 : dst->n_stop;
         dst->n_response_fields = q->n_response_fields && !dst->response_fields ? 0 : dst->n_response_fields;
         srv_req_free(dst);

@@ -20,6 +20,7 @@
     X(tokenizer)     \
     X(bpe)           \
     X(sampler)       \
+    X(grammar)       \
     X(model)         \
     X(backend)       \
     X(session)       \
@@ -34,6 +35,7 @@
     X(server_shell)  \
     X(server_slots)  \
     X(server_shapes) \
+    X(json_schema)   \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];

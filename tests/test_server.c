@@ -149,7 +149,7 @@ static void test_health_models_props(void) {
     json_t *p = get(sv, "/props", 200);
     CHECK(json_integer_value(json_object_get(json_object_get(p, "default_generation_settings"), "n_ctx")) == 256);
     CHECK(json_integer_value(json_object_get(p, "total_slots")) == 2);
-    CHECK(json_is_false(json_object_get(p, "response_format_enforced")));
+    CHECK(json_is_true(json_object_get(p, "response_format_enforced")));
     json_t *s = get(sv, "/slots", 200);
     CHECK(json_array_size(s) == 2 && json_integer_value(json_object_get(json_array_get(s, 1), "n_ctx")) == 256);
     json_decref(h), json_decref(m), json_decref(p), json_decref(s);
@@ -488,6 +488,29 @@ static void test_error_400_fields(void) {
     close_server(sv);
 }
 
+/* `grammar`: an invalid one is a 400 with the parser's line, before any task; a valid one holds
+ * the reply to its language, ending it where the grammar ends. */
+static void test_grammar(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    json_t *j = post(sv, "/v1/chat/completions", chat_body(",\"grammar\":\"root ::= this is (not valid GBNF\""), 400);
+    check_error(j, 400, "invalid_request_error");
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECKF(msg && !strcmp(msg, "grammar: expecting ')' at 1:33"), "message: %s", msg ? msg : "(none)");
+    json_decref(j);
+    j = post(sv, "/completion", "{\"prompt\":\"Once\",\"grammar\":\"root ::= x\"}", 400);
+    check_error(j, 400, "invalid_request_error");
+    json_decref(j);
+    j = post(sv, "/v1/chat/completions",
+             chat_body(",\"grammar\":\"root ::= (\\\"yes\\\" | \\\"no\\\") \\\"!\\\"\",\"seed\":7"), 200);
+    const char *text = chat_text(j);
+    CHECKF(text && (!strcmp(text, "yes!") || !strcmp(text, "no!")), "reply: %s", text ? text : "(none)");
+    CHECK(!strcmp(jpath_str(choice0(j), "finish_reason", NULL), "stop"));
+    json_decref(j);
+    check_alive(sv);
+    close_server(sv);
+}
+
 static void test_error_exceed_context(void) {
     server *sv = open_server();
     REQUIRE(sv);
@@ -671,6 +694,7 @@ const test_case server_tests[] = {
     {"logprobs", test_logprobs},
     {"error_400_json", test_error_400_json},
     {"error_400_fields", test_error_400_fields},
+    {"grammar", test_grammar},
     {"error_exceed_context", test_error_exceed_context},
     {"error_401", test_error_401},
     {"error_404_501", test_error_404_501},

@@ -52,7 +52,7 @@ static void test_every_flag(void) {
                     args[n++] = "--port", args[n++] = "8123";
                     serve_opts o;
                     ok = parse_args(&o, n, args) == 0 && o.c.port == 8123;
-                    free(o.tmpl_text);
+                    free(o.tmpl_text), free(o.grammar_text);
                 }
                 CHECKF(ok, "%s refused", name);
                 checked++;

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +15,16 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "text/chat.h"
+#include "text/grammar.h"
 #include "types/types.h"
 
 struct trit_model {
     model *m;
     backend b; /* the backend every session of the model runs on */
+    grammar_vocab *_Atomic gv; /* the pieces grammars walk, built by the first grammar (gv_lock) */
 };
+
+static pthread_mutex_t gv_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct trit_session {
     session *s;
@@ -37,7 +43,7 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
     trit_model_params def = trit_model_default_params();
     if (!p) p = &def;
     trit_err e = {{0}};
-    trit_model *tm = malloc(sizeof *tm);
+    trit_model *tm = calloc(1, sizeof *tm);
     if (!tm) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -60,6 +66,7 @@ void trit_model_free(trit_model *m) {
     if (!m) return;
     backend_close(&m->b);
     model_free(m->m);
+    grammar_vocab_free(atomic_load(&m->gv));
     free(m);
 }
 
@@ -112,6 +119,27 @@ int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_spe
 int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special) {
     return vocab_token_to_piece(m->m->vocab, tok, buf, size, special);
 }
+
+trit_grammar *trit_grammar_new(const trit_model *m, const char *gbnf, const char *root, char *err, size_t errlen) {
+    trit_err e = {{0}};
+    if (!m) {
+        if (err && errlen) snprintf(err, errlen, "grammar: no model");
+        return NULL;
+    }
+    grammar_vocab *gv = atomic_load(&((trit_model *)m)->gv);
+    if (!gv) { /* the first grammar of the model builds the shared pieces (the server compiles from
+                  several threads) */
+        pthread_mutex_lock(&gv_lock);
+        trit_model *mw = (trit_model *)m; /* a cache inside a model the caller holds as const */
+        if (!(gv = atomic_load(&mw->gv))) atomic_store(&mw->gv, gv = grammar_vocab_new(m->m->vocab));
+        pthread_mutex_unlock(&gv_lock);
+    }
+    grammar *g = grammar_new_shared(gbnf, gbnf ? strlen(gbnf) : 0, root, m->m->vocab, gv, &e);
+    if (!g && err && errlen) snprintf(err, errlen, "%s", e.msg);
+    return g;
+}
+
+void trit_grammar_free(trit_grammar *g) { grammar_free(g); }
 
 trit_session_params trit_session_default_params(void) {
     trit_session_params p = {.n_ctx = 0, .n_threads = 0, .kv_f32 = 0};

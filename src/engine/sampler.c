@@ -5,7 +5,8 @@
  * The first two only edit logits, so they are folded into reading a token's logit. Each later
  * stage works on a candidate array as llama.cpp's does, keeping its "sorted" flag, its sorts and
  * its float sums, since the draw picks by position in that array. All buffers are allocated with
- * the sampler; sampling itself never allocates. */
+ * the sampler; sampling itself never allocates, except in a grammar's state (its mask memory grows,
+ * bounded, as generation meets new grammar positions). */
 #include "trit.h"
 
 #include <float.h>
@@ -17,6 +18,7 @@
 
 #include "engine/cand.h"
 #include "engine/mt19937.h"
+#include "text/grammar.h"
 
 struct trit_sampler {
     trit_sampler_params par;
@@ -35,6 +37,9 @@ struct trit_sampler {
     int n_last, last_sorted; /* the last draw's candidates: c[0..n_last), whether in order */
     uint32_t seed; /* the effective seed, so reset can replay the sequence */
     mt19937 rng;
+    grammar_state *gst; /* the grammar's position, or NULL */
+    float *masked; /* n_vocab: the logits with the grammar's bans, for the second run */
+    uint8_t *allowed; /* n_vocab: the grammar's mask */
 };
 
 trit_sampler_params trit_sampler_default_params(void) {
@@ -165,7 +170,34 @@ void trit_sampler_free(trit_sampler *s) {
     free(s->ring);
     free(s->bias_off);
     free(s->bias);
+    grammar_state_free(s->gst);
+    free(s->masked);
+    free(s->allowed);
     free(s);
+}
+
+int trit_sampler_set_grammar(trit_sampler *s, const trit_grammar *g) {
+    if (!s) return -1;
+    grammar_state *st = NULL;
+    if (g) {
+        /* the state holds a reference: the caller may free its grammar first */
+        if (grammar_n_vocab(g) != s->n_vocab || !(st = grammar_state_new((grammar *)g))) return -1;
+        if (!s->masked) s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked);
+        if (!s->allowed) s->allowed = malloc((size_t)s->n_vocab);
+        if (!s->masked || !s->allowed) {
+            grammar_state_free(st);
+            return -1;
+        }
+    }
+    grammar_state_free(s->gst);
+    s->gst = st;
+    return 0;
+}
+
+int trit_sampler_accept_generated(trit_sampler *s, int32_t tok) {
+    if (!s) return -1;
+    trit_sampler_accept(s, tok);
+    return s->gst ? grammar_state_accept(s->gst, tok) : 0;
 }
 
 /* Forgets the history and replays the random sequence from the seed. */
@@ -176,6 +208,7 @@ void trit_sampler_reset(trit_sampler *s) {
     s->ring_pos = 0;
     s->n_last = 0;
     mt19937_seed(&s->rng, s->seed);
+    grammar_state_reset(s->gst);
 }
 
 /* The window is a ring of the last repeat_last_n tokens; -1 counts the whole history. */
@@ -390,8 +423,7 @@ static int32_t dist(trit_sampler *s, const cands *a) {
     return c[pick].id;
 }
 
-int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+static int32_t chain(trit_sampler *s, const float *logits) {
     const trit_sampler_params *p = &s->par;
     cands a;
     const int k = p->top_k < s->n_vocab ? p->top_k : s->n_vocab;
@@ -407,6 +439,17 @@ int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
     s->n_last = a.n;
     s->last_sorted = a.sorted;
     return tok;
+}
+
+/* llama.cpp's common_sampler_sample: the chain runs on the raw logits; a token the grammar
+ * refuses sends the chain round again (its own random draw) with the refused tokens banned. */
+int32_t trit_sampler_sample(trit_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    int32_t tok = chain(s, logits);
+    if (!s->gst || grammar_state_allows(s->gst, tok)) return tok;
+    if (grammar_state_mask(s->gst, s->allowed)) memset(s->allowed, 0, (size_t)s->n_vocab);
+    for (int i = 0; i < s->n_vocab; i++) s->masked[i] = s->allowed[i] ? logits[i] : -INFINITY;
+    return chain(s, s->masked);
 }
 
 /* llama-server's post-sampling probabilities (common_sampler_get_candidates): the last draw's
