@@ -1,7 +1,8 @@
 /* grammar_bench: the per-step cost of a GBNF grammar's token mask over a real vocabulary (default
  * Qwen2's 151k tokens, ggml-vocab-qwen2.gguf), against the per-token test it replaces. Each
- * grammar is walked along a text it accepts, the mask computed at every step.
- *   grammar-bench [VOCAB.gguf] */
+ * grammar is walked along a text it accepts, the mask computed at every step. The JSON grammar
+ * is the tests' (tests/data/grammar/json.gbnf).
+ *   grammar-bench [VOCAB.gguf [JSON.gbnf]] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +18,15 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static const char *JSON =
-    "root ::= object\n"
-    "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
-    "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
-    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
-
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "../shared/data/vocab/ggml-vocab-qwen2.gguf";
+    const char *json_path = argc > 2 ? argv[2] : "tests/data/grammar/json.gbnf";
+    char json[4096];
+    FILE *jf = fopen(json_path, "rb");
+    size_t jn = jf ? fread(json, 1, sizeof json - 1, jf) : 0;
+    if (jf) fclose(jf);
+    if (!jn || jn == sizeof json - 1) return fprintf(stderr, "grammar-bench: cannot read %s\n", json_path), 1;
+    json[jn] = 0;
     trit_err err = {{0}};
     gguf_file *f = gguf_open(path, 1, &err);
     vocab *v = f ? vocab_load(f, &err) : NULL;
@@ -37,7 +36,7 @@ int main(int argc, char **argv) {
     struct {
         const char *name, *gbnf, *text;
     } cases[] = {
-        {"json", JSON, "{\"name\": \"Lily\", \"age\": 7, \"tags\": [\"cat\", \"dog\"], \"ok\": true}"},
+        {"json", json, "{\"name\": \"Lily\", \"age\": 7, \"tags\": [\"cat\", \"dog\"], \"ok\": true}"},
         {"free text", "root ::= [^\\n]*", "Once upon a time there was a little girl named Lily."},
         {"choice", "root ::= (\"yes\" | \"no\") \".\"", "yes."},
     };
