@@ -321,9 +321,98 @@ static json_t *final_choice(srv_task *t) {
     return choice;
 }
 
+/* ---- Anthropic Messages ---- */
+
+static const char *stop_reason(srv_finish f) {
+    return f == FINISH_WORD || f == FINISH_STOP ? "end_turn" : "max_tokens";
+}
+
+static json_t *stop_sequence(const srv_result *res) {
+    return res->stop_word && *res->stop_word ? jstr(res->stop_word) : json_null();
+}
+
+static json_t *anthropic_final(server *sv, srv_task *t) {
+    strbuf c = {0}, rs = {0};
+    collect(t, 0, INT_MAX, &c, &rs, NULL, NULL);
+    json_t *blocks = json_array();
+    if (rs.len)
+        json_array_append_new(blocks,
+                              json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking", jstr(rs.s), "signature", ""));
+    if (c.len) json_array_append_new(blocks, json_pack("{s:s,s:o}", "type", "text", "text", jstr(c.s)));
+    sb_free(&c), sb_free(&rs);
+    return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:{s:i,s:i,s:i}}", "id", t->id_str, "type", "message", "role",
+                     "assistant", "content", blocks, "model", model_id(sv), "stop_reason", stop_reason(t->res.finish),
+                     "stop_sequence", stop_sequence(&t->res), "usage", "cache_read_input_tokens", t->res.n_cached,
+                     "input_tokens", t->res.n_prompt - t->res.n_cached, "output_tokens", t->res.n_gen);
+}
+
+/* Appends one "event: name" frame with its data (taken). */
+static void sse_event(strbuf *b, const char *name, json_t *data) {
+    char *s = json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    sb_add(b, "event: ", 7), sb_add(b, name, strlen(name)), sb_add(b, "\ndata: ", 7);
+    sb_add(b, s ? s : "{}", s ? strlen(s) : 2), sb_add(b, "\n\n", 2);
+    free(s);
+}
+
+static void block_start(strbuf *b, int index, const char *type) {
+    sse_event(b, "content_block_start",
+              json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_start", "index", index, "content_block", "type",
+                        type, type, ""));
+}
+
+static void block_delta(strbuf *b, int index, const char *type, const char *key, json_t *v) {
+    sse_event(b, "content_block_delta",
+              json_pack("{s:s,s:i,s:{s:s,s:o}}", "type", "content_block_delta", "index", index, "delta", "type", type,
+                        key, v));
+}
+
+static void block_stop(strbuf *b, int index) {
+    sse_event(b, "content_block_stop", json_pack("{s:s,s:i}", "type", "content_block_stop", "index", index));
+}
+
+/* The framed events of stream step i (-3: message_start; -1: the blocks' ends and the stop),
+ * as llama-server's to_json_anthropic (partial) and to_json_anthropic_stream write them. */
+static char *anthropic_chunk(server *sv, srv_task *t, int i) {
+    strbuf b = {0};
+    sb_add(&b, "", 0);
+    if (i == -3) {
+        t->thinking_open = t->text_open = 0;
+        json_t *m = json_pack("{s:s,s:s,s:s,s:[],s:s,s:n,s:n,s:{s:i,s:i,s:i}}", "id", t->id_str, "type", "message",
+                              "role", "assistant", "content", "model", model_id(sv), "stop_reason", "stop_sequence",
+                              "usage", "cache_read_input_tokens", t->res.n_cached, "input_tokens",
+                              t->n_prompt - t->res.n_cached, "output_tokens", 0);
+        sse_event(&b, "message_start", json_pack("{s:s,s:o}", "type", "message_start", "message", m));
+    } else if (i == -1 && t->res.finish == FINISH_ERROR) {
+        json_t *err = error_json(&t->res);
+        sse_event(&b, "error", json_incref(json_object_get(err, "error")));
+        json_decref(err);
+    } else if (i == -1) {
+        if (t->thinking_open) block_delta(&b, 0, "signature_delta", "signature", json_string("")), block_stop(&b, 0);
+        if (t->text_open) block_stop(&b, t->thinking_open);
+        sse_event(&b, "message_delta",
+                  json_pack("{s:s,s:{s:s,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason",
+                            stop_reason(t->res.finish), "stop_sequence", stop_sequence(&t->res), "usage",
+                            "output_tokens", t->res.n_gen));
+        sse_event(&b, "message_stop", json_pack("{s:s}", "type", "message_stop"));
+    } else if (i >= 0) {
+        strbuf c = {0}, rs = {0};
+        collect(t, i, i + 1, &c, &rs, NULL, NULL);
+        if (rs.len && !t->thinking_open) block_start(&b, 0, "thinking"), t->thinking_open = 1;
+        if (rs.len) block_delta(&b, 0, "thinking_delta", "thinking", jstr(rs.s));
+        if (c.len && !t->text_open) block_start(&b, t->thinking_open, "text"), t->text_open = 1;
+        if (c.len) block_delta(&b, t->thinking_open, "text_delta", "text", jstr(c.s));
+        sb_free(&c), sb_free(&rs);
+    }
+    if (b.len) return b.s;
+    sb_free(&b);
+    return NULL;
+}
+
 static json_t *final_obj(server *sv, srv_task *head) {
     for (srv_task *t = head; t; t = t->sibling)
         if (t->res.finish == FINISH_ERROR) return error_json(&t->res);
+    if (head->req.anthropic) return anthropic_final(sv, head);
     if (head->req.ep == EP_NATIVE) {
         if (!head->sibling) return native_final(sv, head, 0);
         json_t *a = json_array();
@@ -416,6 +505,7 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
 }
 
 char *route_chunk_json(server *sv, srv_task *t, int i) {
+    if (t->req.anthropic) return anthropic_chunk(sv, t, i);
     json_t *j;
     if (i == -3) /* the opening chat chunk names the role */
         j = t->req.ep == EP_CHAT ? stream_obj(sv, t, chunk_choice(t, role_delta(), NULL, NULL)) : NULL;

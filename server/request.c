@@ -488,6 +488,69 @@ static int messages_of_responses(json_t *o, json_t *ms, perr *e) {
     return 0;
 }
 
+/* A tool_result block as the OpenAI tool message: its text blocks joined. */
+static json_t *tool_result_message(json_t *b) {
+    json_t *c = json_object_get(b, "content"), *p;
+    const char *id = json_string_value(json_object_get(b, "tool_use_id"));
+    strbuf t = {0};
+    sb_add(&t, "", 0);
+    size_t k;
+    if (json_is_string(c)) sb_add(&t, json_string_value(c), json_string_length(c));
+    else if (json_is_array(c)) json_array_foreach(c, k, p) {
+            const char *type = json_string_value(json_object_get(p, "type"));
+            const char *text = json_string_value(json_object_get(p, "text"));
+            if (type && !strcmp(type, "text") && text) sb_add(&t, text, strlen(text));
+        }
+    json_t *m = json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", id ? id : "", "content", jstr(t.s));
+    sb_free(&t);
+    return m;
+}
+
+/* A tool_use block as an OpenAI tool call. */
+static json_t *tool_call_of(json_t *b) {
+    json_t *in = json_object_get(b, "input");
+    char *args = json_is_object(in) ? json_dumps(in, JSON_COMPACT) : NULL;
+    const char *id = json_string_value(json_object_get(b, "id")), *name = json_string_value(json_object_get(b, "name"));
+    json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id ? id : "", "type", "function", "function", "name",
+                          name ? name : "", "arguments", args ? args : "{}");
+    free(args);
+    return c;
+}
+
+/* One Anthropic message with content blocks, as llama-server converts it: text blocks stay,
+ * thinking becomes reasoning_content, tool_use tool_calls and each tool_result a tool message. */
+static int push_blocks(json_t *ms, const char *role, json_t *blocks, perr *e) {
+    static const char *const kinds[] = {"text", NULL};
+    json_t *text = json_array(), *calls = json_array(), *results = json_array(), *b, *m = NULL;
+    strbuf th = {0};
+    sb_add(&th, "", 0);
+    size_t k;
+    json_array_foreach(blocks, k, b) {
+        const char *type = json_string_value(json_object_get(b, "type")), *t;
+        if (type && !strcmp(type, "thinking") && (t = json_string_value(json_object_get(b, "thinking"))))
+            sb_add(&th, t, strlen(t));
+        else if (type && !strcmp(type, "tool_use")) json_array_append_new(calls, tool_call_of(b));
+        else if (type && !strcmp(type, "tool_result")) json_array_append_new(results, tool_result_message(b));
+        else if (!type || (strcmp(type, "thinking") && strcmp(type, "redacted_thinking")))
+            json_array_append(text, b); /* text; anything else is refused below */
+    }
+    int rc = 0;
+    if (json_array_size(text) || json_array_size(calls) || th.len) {
+        json_t *c = json_array_size(text) ? content_as_chat(text, kinds, e) : json_string("");
+        if (!c) rc = -1;
+        else {
+            m = json_pack("{s:s,s:o}", "role", role, "content", c);
+            if (json_array_size(calls)) json_object_set(m, "tool_calls", calls);
+            if (th.len) json_object_set_new(m, "reasoning_content", jstr(th.s));
+            json_array_append_new(ms, m);
+        }
+    }
+    if (!rc) json_array_extend(ms, results);
+    json_decref(text), json_decref(calls), json_decref(results);
+    sb_free(&th);
+    return rc;
+}
+
 /* The messages of an Anthropic Messages body: `system` (a text or text blocks) first. */
 static int messages_of_anthropic(json_t *o, json_t *ms, perr *e) {
     static const char *const kinds[] = {"text", NULL};
@@ -498,10 +561,35 @@ static int messages_of_anthropic(json_t *o, json_t *ms, perr *e) {
     json_t *m;
     json_array_foreach(in, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *c = json_object_get(m, "content");
         if (!role) return bad(e, "message %zu needs a 'role'", i);
-        if (push_message(ms, role, content_as_chat(json_object_get(m, "content"), kinds, e))) return -1;
+        if (json_is_array(c) ? push_blocks(ms, role, c, e) : push_message(ms, role, content_as_chat(c, kinds, e)))
+            return -1;
     }
     return 0;
+}
+
+/* The sampling fields of an Anthropic body, as llama-server passes them to the chat parser. */
+static void params_of_anthropic(json_t *o, json_t *chat) {
+    static const char *const keys[] = {"temperature", "top_p", "top_k", "stream", "chat_template_kwargs", NULL};
+    for (const char *const *k = keys; *k; k++)
+        if (json_object_get(o, *k)) json_object_set(chat, *k, json_object_get(o, *k));
+    if (json_object_get(o, "stop_sequences")) json_object_set(chat, "stop", json_object_get(o, "stop_sequences"));
+    json_t *tools = json_object_get(o, "tools"), *tool, *oai = json_array();
+    size_t i;
+    if (json_is_array(tools)) json_array_foreach(tools, i, tool) {
+            const char *name = json_string_value(json_object_get(tool, "name"));
+            const char *desc = json_string_value(json_object_get(tool, "description"));
+            json_t *schema = json_object_get(tool, "input_schema");
+            json_array_append_new(oai,
+                                  json_pack("{s:s,s:{s:s,s:s,s:o}}", "type", "function", "function", "name",
+                                            name ? name : "", "description", desc ? desc : "", "parameters",
+                                            schema ? json_incref(schema) : json_object()));
+        }
+    if (json_array_size(oai)) json_object_set(chat, "tools", oai);
+    json_decref(oai);
+    json_t *mt = json_object_get(o, "max_tokens");
+    json_object_set_new(chat, "max_tokens", mt ? json_incref(mt) : json_integer(4096));
 }
 
 /* A request body already read as an object; q is freed on error. */
@@ -546,8 +634,10 @@ int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_
         if (!(d == DIALECT_RESPONSES ? messages_of_responses(o, ms, &e) : messages_of_anthropic(o, ms, &e)))
             chat = json_pack("{s:O}", "messages", ms);
         json_decref(ms);
+        if (chat && d == DIALECT_ANTHROPIC) params_of_anthropic(o, chat);
     }
     int rc = chat ? parse_object(EP_CHAT, chat, c, q, &e) : -1;
+    if (!rc) q->anthropic = d == DIALECT_ANTHROPIC;
     json_decref(chat);
     json_decref(o);
     return rc;

@@ -205,10 +205,8 @@ static int check_grammar(server *sv, srv_req *q, route_reply *r) {
     return 0;
 }
 
-static void completion(server *sv, srv_endpoint ep, const char *body, size_t len, route_reply *r) {
-    char err[512];
-    srv_req q;
-    if (route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+/* Runs a parsed request q (freeing it); the reply streams or waits in r. */
+static void start(server *sv, srv_req q, route_reply *r) {
     if (resolve_bias(sv->model, &q)) return srv_req_free(&q), route_error(r, 500, "out of memory");
     if (check_grammar(sv, &q, r)) return srv_req_free(&q);
     if (q.id_slot >= sv->cfg.n_parallel) q.id_slot = -1;
@@ -216,7 +214,7 @@ static void completion(server *sv, srv_endpoint ep, const char *body, size_t len
     srv_req_free(&q);
     if (!head) return;
     char id[64];
-    random_id(id, sizeof id, ep == EP_CHAT ? "chatcmpl-" : "cmpl-", head->id);
+    random_id(id, sizeof id, head->req.anthropic ? "msg_" : head->req.ep == EP_CHAT ? "chatcmpl-" : "cmpl-", head->id);
     srv_task *t = head;
     for (; t; t = t->sibling)
         if (!(t->id_str = strdup(id)) || sched_submit(sv->sch, t)) break;
@@ -230,6 +228,22 @@ static void completion(server *sv, srv_endpoint ep, const char *body, size_t len
     r->stream = head->req.stream;
     r->status = 200;
     r->ctype = r->stream ? "text/event-stream" : "application/json; charset=utf-8";
+}
+
+static void completion(server *sv, srv_endpoint ep, const char *body, size_t len, route_reply *r) {
+    char err[512];
+    srv_req q;
+    if (route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+    start(sv, q, r);
+}
+
+/* POST /v1/messages: Anthropic's Messages API, converted to a chat request as llama-server does. */
+static void messages(server *sv, const char *body, size_t len, route_reply *r) {
+    char err[512];
+    srv_req q;
+    if (route_parse_messages(DIALECT_ANTHROPIC, body, len, &sv->cfg, &q, err, sizeof err))
+        return route_error(r, 400, err);
+    start(sv, q, r);
 }
 
 /* ---- simple endpoints ---- */
@@ -506,6 +520,7 @@ void route_request(server *sv, const char *method, const char *url, const route_
     if (post && path_is(path, "/chat/completions")) return completion(sv, EP_CHAT, body, len, r);
     if (post && path_is(path, "/chat/completions/input_tokens")) return count_tokens(sv, DIALECT_OPENAI, body, len, r);
     if (post && path_is(path, "/responses/input_tokens")) return count_tokens(sv, DIALECT_RESPONSES, body, len, r);
+    if (post && path_is(path, "/messages")) return messages(sv, body, len, r);
     if (post && path_is(path, "/messages/count_tokens")) return count_tokens(sv, DIALECT_ANTHROPIC, body, len, r);
     /* /completion and /completions are llama-server's native handler; /v1/completions is OpenAI's */
     if (post && !strcmp(path, "/v1/completions")) return completion(sv, EP_CMPL, body, len, r);

@@ -91,6 +91,7 @@ typedef struct {
 typedef struct {
     srv_endpoint ep;
     int stream, include_usage;
+    int anthropic; /* the reply in Anthropic Messages' shape */
     chat_msg *msgs;
     int n_msgs;
     srv_prompt *prompts; /* completions: one task per prompt (a batch), each n_choices times */
@@ -194,6 +195,7 @@ typedef struct srv_task {
     int index; /* the choice (n) or batch position of this task in its request */
     struct srv_task *sibling; /* the request's next task; the connection holds them all */
     char *prompt_text; /* the prompt tokens' text, for native replies and __verbose */
+    int thinking_open, text_open; /* Anthropic stream: the content blocks started */
 } srv_task;
 
 srv_task *task_new(srv_req *req, int32_t *prompt, int n_prompt); /* takes both */

@@ -1,6 +1,7 @@
 /* sse: a task's events as Server-Sent Events, framed as llama-server frames them: "data: {json}"
  * per chunk, the usage chunk when asked, "data: [DONE]" (not on the native /completion), and a
- * comment line as keep-alive while the stream is silent (a long prompt). */
+ * comment line as keep-alive while the stream is silent (a long prompt). Anthropic Messages
+ * streams come as named "event:" frames with no [DONE]. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,9 +11,10 @@ enum { PH_ROLE, PH_EVENTS, PH_FINISH, PH_USAGE, PH_DONE, PH_END };
 
 static void frame(strbuf *b, char *json) {
     if (!json) return;
-    sb_add(b, "data: ", 6);
+    int framed = !strncmp(json, "event: ", 7); /* Anthropic's events come framed */
+    if (!framed) sb_add(b, "data: ", 6);
     sb_add(b, json, strlen(json));
-    sb_add(b, "\n\n", 2);
+    if (!framed) sb_add(b, "\n\n", 2);
     free(json);
 }
 
@@ -53,7 +55,7 @@ char *sse_next(sse_stream *s, int wait_ms) {
     }
     if (s->phase == PH_USAGE) frame(&b, route_chunk_json(s->sv, s->head, -2)), s->phase = PH_DONE;
     if (s->phase == PH_DONE) {
-        if (s->t->req.ep != EP_NATIVE) sb_add(&b, "data: [DONE]\n\n", 14);
+        if (s->t->req.ep != EP_NATIVE && !s->t->req.anthropic) sb_add(&b, "data: [DONE]\n\n", 14);
         s->phase = PH_END;
         return b.s;
     }

@@ -1,7 +1,8 @@
 /* The shapes of llama-server's replies that its clients read: the native /completion body
  * (fields, response_fields, tokens only when asked), prompt forms and batches, n choices,
  * probabilities with token ids, token counting, timings over n - 1 steps, prompt progress,
- * /slots after a task and the metric names and types. Greedy on stories260K, so texts compare. */
+ * /slots after a task, the metric names and types, and Anthropic Messages. Greedy on
+ * stories260K, so texts compare. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -326,6 +327,66 @@ static void test_metric_window(void) {
     close_server(sv);
 }
 
+/* Anthropic Messages: the whole reply, a stop sequence, the stream's event sequence, an error. */
+static void test_anthropic(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    const char *body = "{\"system\":[{\"type\":\"text\",\"text\":\"Be brief\"}],\"max_tokens\":8,\"metadata\":{},"
+                       "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}]}";
+    json_t *a = post(sv, "/v1/messages", body, 200);
+    CHECK(str(a, "id") && !strncmp(str(a, "id"), "msg_", 4) && !strcmp(str(a, "type"), "message"));
+    CHECK(str(a, "role") && !strcmp(str(a, "role"), "assistant") && str(a, "model"));
+    CHECK(str(a, "stop_reason") && !strcmp(str(a, "stop_reason"), "max_tokens"));
+    CHECK(json_is_null(json_object_get(a, "stop_sequence")));
+    json_t *u = json_object_get(a, "usage"), *b0 = json_array_get(json_object_get(a, "content"), 0);
+    CHECK(num_of(u, "output_tokens") == 8 && num_of(u, "input_tokens") > 0);
+    CHECK(str(b0, "type") && !strcmp(str(b0, "type"), "text"));
+    const char *text = str(b0, "text");
+    REQUIRE(text && strlen(text) >= 4);
+    char stop[64], req[512];
+    snprintf(stop, sizeof stop, "%.3s", text + 1);
+    json_t *sj = json_string(stop);
+    char *sq = json_dumps(sj, JSON_ENCODE_ANY);
+    snprintf(req, sizeof req,
+             "{\"max_tokens\":8,\"stop_sequences\":[%s],\"messages\":[{\"role\":\"system\",\"content\":\"Be "
+             "brief\"},{\"role\":\"user\",\"content\":\"Hi\"}]}",
+             sq);
+    json_t *b = post(sv, "/messages", req, 200);
+    CHECK(str(b, "stop_reason") && !strcmp(str(b, "stop_reason"), "end_turn"));
+    CHECKF(str(b, "stop_sequence") && !strcmp(str(b, "stop_sequence"), stop), "stop %s", stop);
+    free(sq), json_decref(sj);
+    /* the stream: message_start, one text block, message_delta, message_stop; no [DONE] */
+    const char *sbody = "{\"max_tokens\":4,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}";
+    route_reply r;
+    route_request(sv, "POST", "/v1/messages", NULL, sbody, strlen(sbody), &r);
+    REQUIRE(r.task && r.stream);
+    char *sse = read_stream(sv, r.task);
+    strbuf names = {0};
+    sb_add(&names, "", 0);
+    for (char *p = sse; (p = strstr(p, "event: ")); p += 7) {
+        size_t n = strcspn(p + 7, "\n");
+        const char *d = strstr(p, "\ndata: ");
+        json_t *j = d ? json_loads(d + 7, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+        CHECK(j && str(j, "type") && strlen(str(j, "type")) == n && !strncmp(str(j, "type"), p + 7, n));
+        json_decref(j);
+        if (strncmp(p + 7, "content_block_delta", n) || !strstr(names.s, "delta,")) /* deltas once */
+            sb_add(&names, p + 7, n), sb_add(&names, ",", 1);
+    }
+    CHECKF(names.s &&
+               !strcmp(names.s,
+                       "message_start,content_block_start,content_block_delta,content_block_stop,"
+                       "message_delta,message_stop,"),
+           "%s", names.s);
+    CHECK(!strstr(sse, "[DONE]"));
+    sb_free(&names);
+    free(sse);
+    json_t *e =
+        post(sv, "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400);
+    check_error(e, 400, "invalid_request_error");
+    json_decref(e), json_decref(a), json_decref(b);
+    close_server(sv);
+}
+
 const test_case server_shapes_tests[] = {
     {"native_body", test_native_body},
     {"prompt_forms", test_prompt_forms},
@@ -337,5 +398,6 @@ const test_case server_shapes_tests[] = {
     {"metric_types", test_metric_types},
     {"count_dialects", test_count_dialects},
     {"metric_window", test_metric_window},
+    {"anthropic", test_anthropic},
     {NULL, NULL},
 };
