@@ -173,6 +173,14 @@ int count_lines(const char *s) {
     return n;
 }
 
+void check_refused_each(const char *const *cases, size_t n, const char *prefix) {
+    for (size_t i = 0; i < n; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
+        check_refused(args, prefix);
+    }
+}
+
 void check_refused(const char *args, const char *prefix) {
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s %s 2>&1 </dev/null", trit_bin(), args);

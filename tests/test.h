@@ -54,6 +54,9 @@ int run_cmd(const char *cmd, char **out);
 /* Runs `trit ARGS` with an empty stdin and checks that it exits 1 with one line of output, which
  * starts with prefix when that is not NULL. */
 void check_refused(const char *args, const char *prefix);
+/* check_refused for each of n argument lines, each with its %s (if any) replaced by the
+ * stories260K model's path. */
+void check_refused_each(const char *const *cases, size_t n, const char *prefix);
 /* A fresh directory /tmp/trit-gguf-XXXXXX in buf (NULL on failure); rm_tmpdir removes it and
  * records a failure if it cannot. */
 char *make_tmpdir(char *buf, size_t n);

@@ -539,11 +539,7 @@ static void test_chat_cli_flags(void) {
                                   "chat -m %s --chat-template",
                                   "chat -m %s --chat-template-file /nonexistent.jinja",
                                   "chat -m %s --chat-template chatml --chat-template-file README.md"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char args[1024];
-        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
-        check_refused(args, NULL);
-    }
+    check_refused_each(cases, sizeof cases / sizeof cases[0], NULL);
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s chat --help", trit_bin());
     CHECK(run_cmd(cmd, &out) == 0 && out && strstr(out, "usage: trit chat"));
@@ -832,11 +828,7 @@ static void test_serve_template_flags(void) {
                                   "serve -m %s --reasoning maybe",
                                   "serve -m %s --reasoning-format x",
                                   "serve -m %s --reasoning-budget -2"};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char args[1024];
-        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
-        check_refused(args, "trit serve:");
-    }
+    check_refused_each(cases, sizeof cases / sizeof cases[0], "trit serve:");
 }
 
 const test_case chat_tests[] = {
