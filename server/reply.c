@@ -412,7 +412,7 @@ static char *anthropic_chunk(server *sv, srv_task *t, int i) {
 static json_t *final_obj(server *sv, srv_task *head) {
     for (srv_task *t = head; t; t = t->sibling)
         if (t->res.finish == FINISH_ERROR) return error_json(&t->res);
-    if (head->req.anthropic) return anthropic_final(sv, head);
+    if (head->req.dialect == DIALECT_ANTHROPIC) return anthropic_final(sv, head);
     if (head->req.ep == EP_NATIVE) {
         if (!head->sibling) return native_final(sv, head, 0);
         json_t *a = json_array();
@@ -505,7 +505,7 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
 }
 
 char *route_chunk_json(server *sv, srv_task *t, int i) {
-    if (t->req.anthropic) return anthropic_chunk(sv, t, i);
+    if (t->req.dialect == DIALECT_ANTHROPIC) return anthropic_chunk(sv, t, i);
     json_t *j;
     if (i == -3) /* the opening chat chunk names the role */
         j = t->req.ep == EP_CHAT ? stream_obj(sv, t, chunk_choice(t, role_delta(), NULL, NULL)) : NULL;

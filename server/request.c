@@ -637,7 +637,7 @@ int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_
         if (chat && d == DIALECT_ANTHROPIC) params_of_anthropic(o, chat);
     }
     int rc = chat ? parse_object(EP_CHAT, chat, c, q, &e) : -1;
-    if (!rc) q->anthropic = d == DIALECT_ANTHROPIC;
+    if (!rc) q->dialect = d;
     json_decref(chat);
     json_decref(o);
     return rc;

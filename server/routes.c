@@ -214,7 +214,11 @@ static void start(server *sv, srv_req q, route_reply *r) {
     srv_req_free(&q);
     if (!head) return;
     char id[64];
-    random_id(id, sizeof id, head->req.anthropic ? "msg_" : head->req.ep == EP_CHAT ? "chatcmpl-" : "cmpl-", head->id);
+    random_id(id, sizeof id,
+              head->req.dialect == DIALECT_ANTHROPIC ? "msg_"
+                  : head->req.ep == EP_CHAT          ? "chatcmpl-"
+                                                     : "cmpl-",
+              head->id);
     srv_task *t = head;
     for (; t; t = t->sibling)
         if (!(t->id_str = strdup(id)) || sched_submit(sv->sch, t)) break;

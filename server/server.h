@@ -88,10 +88,14 @@ typedef struct {
     int n_parts;
 } srv_prompt;
 
+/* The API a conversation body follows: OpenAI chat (messages), OpenAI Responses (instructions,
+ * input) or Anthropic Messages (system, messages with content blocks). */
+typedef enum { DIALECT_OPENAI, DIALECT_RESPONSES, DIALECT_ANTHROPIC } srv_dialect;
+
 typedef struct {
     srv_endpoint ep;
+    srv_dialect dialect; /* the shape of the reply: OpenAI's (or native), Responses' or Anthropic's */
     int stream, include_usage;
-    int anthropic; /* the reply in Anthropic Messages' shape */
     chat_msg *msgs;
     int n_msgs;
     srv_prompt *prompts; /* completions: one task per prompt (a batch), each n_choices times */
@@ -339,9 +343,6 @@ void route_error(route_reply *r, int status, const char *msg);
 /* Parses a completion request body (no model needed; the fuzzer's entry). 0, or -1 with err. */
 int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *out, char *err,
                 size_t errlen);
-/* The API a conversation body follows: OpenAI chat (messages), OpenAI Responses (instructions,
- * input) or Anthropic Messages (system, messages with content blocks). */
-typedef enum { DIALECT_OPENAI, DIALECT_RESPONSES, DIALECT_ANTHROPIC } srv_dialect;
 /* Parses a conversation body of any dialect as the chat request it means (token counting). */
 int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_config *c, srv_req *out, char *err,
                          size_t errlen);

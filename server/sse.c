@@ -55,7 +55,7 @@ char *sse_next(sse_stream *s, int wait_ms) {
     }
     if (s->phase == PH_USAGE) frame(&b, route_chunk_json(s->sv, s->head, -2)), s->phase = PH_DONE;
     if (s->phase == PH_DONE) {
-        if (s->t->req.ep != EP_NATIVE && !s->t->req.anthropic) sb_add(&b, "data: [DONE]\n\n", 14);
+        if (s->t->req.ep != EP_NATIVE && s->t->req.dialect == DIALECT_OPENAI) sb_add(&b, "data: [DONE]\n\n", 14);
         s->phase = PH_END;
         return b.s;
     }
