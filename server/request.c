@@ -61,6 +61,15 @@ int opt_bool(json_t *o, const char *k, int *out, perr *e) {
     return 0;
 }
 
+/* The medium an OpenAI content part carries, or NULL for text and unknown types. */
+static const char *media_kind(const char *type) {
+    if (!type) return NULL;
+    if (!strcmp(type, "image_url")) return "image";
+    if (!strcmp(type, "input_audio")) return "audio";
+    if (!strcmp(type, "input_video") || !strcmp(type, "video_url")) return "video";
+    return NULL;
+}
+
 /* content: a string, or an array of {type:"text", text} parts joined with sep. */
 static char *content_text(json_t *c, const char *sep, perr *e) {
     if (json_is_string(c)) return strdup(json_string_value(c));
@@ -73,8 +82,13 @@ static char *content_text(json_t *c, const char *sep, perr *e) {
     json_array_foreach(c, i, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         const char *text = json_string_value(json_object_get(part, "text"));
+        const char *media = media_kind(type);
         if (!type || strcmp(type, "text") || !text) {
             sb_free(&b);
+            if (media) e->status = 500; /* llama-server's answer when no projector is loaded */
+            if (media)
+                return bad(e, "%s input is not supported: this model has no multimodal projector (mmproj)", media),
+                       NULL;
             return bad(e, "only text content parts are supported"), NULL;
         }
         if (i) sb_add(&b, sep, strlen(sep));
@@ -121,9 +135,9 @@ static int parse_message(json_t *m, size_t i, chat_msg *cm, perr *e) {
 
 static int parse_messages(json_t *o, srv_req *q, perr *e) {
     json_t *ms = json_object_get(o, "messages");
-    if (!json_is_array(ms) || json_array_size(ms) == 0) return bad(e, "'messages' must be a non-empty array");
+    if (!json_is_array(ms)) return bad(e, "'messages' must be an array");
     if (json_array_size(ms) > MAX_MSGS) return bad(e, "too many messages");
-    q->msgs = calloc(json_array_size(ms), sizeof *q->msgs);
+    q->msgs = calloc(json_array_size(ms) + 1, sizeof *q->msgs);
     if (!q->msgs) return bad(e, "out of memory");
     size_t i;
     json_t *m;
@@ -142,6 +156,7 @@ static int parse_continuation(json_t *o, const srv_config *c, srv_req *q, perr *
         : !strcmp(mode, "content")           ? 1
         : !strcmp(mode, "reasoning_content") ? 2
                                              : 0;
+    if (!q->n_msgs) return q->continue_final ? bad(e, "there is no final message to continue") : 0;
     const chat_msg *last = &q->msgs[q->n_msgs - 1];
     if (!q->continue_final && c->prefill_assistant && !strcmp(last->role, "assistant")) {
         if (q->n_msgs >= 2 && !strcmp(q->msgs[q->n_msgs - 2].role, "assistant"))
@@ -440,6 +455,32 @@ static int parse_reply_shape(json_t *o, srv_req *q, perr *e) {
 /* A text part, as the OpenAI chat body has it. */
 static json_t *text_part(const char *text) { return json_pack("{s:s,s:s}", "type", "text", "text", text); }
 
+/* An Anthropic image block (base64 or url source) or a Responses input_image as OpenAI's
+ * image_url part, which a model without a projector then refuses as llama-server does; NULL
+ * when b is neither. */
+static json_t *image_part(json_t *b) {
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (type && !strcmp(type, "input_image")) {
+        const char *url = json_string_value(json_object_get(b, "image_url"));
+        return json_pack("{s:s,s:{s:s}}", "type", "image_url", "image_url", "url", url ? url : "");
+    }
+    if (!type || strcmp(type, "image")) return NULL;
+    json_t *src = json_object_get(b, "source");
+    const char *st = json_string_value(json_object_get(src, "type"));
+    const char *mt = json_string_value(json_object_get(src, "media_type"));
+    const char *data = json_string_value(json_object_get(src, "data"));
+    const char *url = json_string_value(json_object_get(src, "url"));
+    strbuf u = {0};
+    sb_add(&u, "", 0);
+    if (st && !strcmp(st, "base64")) {
+        mt = mt ? mt : "image/jpeg", data = data ? data : "";
+        sb_add(&u, "data:", 5), sb_add(&u, mt, strlen(mt)), sb_add(&u, ";base64,", 8), sb_add(&u, data, strlen(data));
+    } else if (url) sb_add(&u, url, strlen(url));
+    json_t *p = u.oom ? NULL : json_pack("{s:s,s:{s:s}}", "type", "image_url", "image_url", "url", u.s);
+    sb_free(&u);
+    return p;
+}
+
 /* Content in another API's shape (a string, or blocks/parts whose types in `kinds` carry
  * "text") as OpenAI chat content: a string or text parts. NULL with e set. */
 static json_t *content_as_chat(json_t *c, const char *const *kinds, perr *e) {
@@ -451,6 +492,11 @@ static json_t *content_as_chat(json_t *c, const char *const *kinds, perr *e) {
     json_array_foreach(c, i, b) {
         const char *type = json_string_value(json_object_get(b, "type"));
         const char *text = json_string_value(json_object_get(b, "text"));
+        json_t *img = image_part(b);
+        if (img) {
+            json_array_append_new(parts, img);
+            continue;
+        }
         int ok = 0;
         for (const char *const *k = kinds; type && *k && !ok; k++) ok = !strcmp(type, *k);
         if (!ok || !text) {
@@ -494,14 +540,21 @@ static json_t *tool_result_message(json_t *b) {
     const char *id = json_string_value(json_object_get(b, "tool_use_id"));
     strbuf t = {0};
     sb_add(&t, "", 0);
+    json_t *parts = json_array(), *img; /* parts: only when an image is among the blocks */
+    int images = 0;
     size_t k;
     if (json_is_string(c)) sb_add(&t, json_string_value(c), json_string_length(c));
     else if (json_is_array(c)) json_array_foreach(c, k, p) {
             const char *type = json_string_value(json_object_get(p, "type"));
             const char *text = json_string_value(json_object_get(p, "text"));
-            if (type && !strcmp(type, "text") && text) sb_add(&t, text, strlen(text));
+            if (type && !strcmp(type, "text") && text) {
+                sb_add(&t, text, strlen(text));
+                json_array_append_new(parts, text_part(text));
+            } else if ((img = image_part(p))) json_array_append_new(parts, img), images = 1;
         }
-    json_t *m = json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", id ? id : "", "content", jstr(t.s));
+    json_t *m = json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", id ? id : "", "content",
+                          images ? json_incref(parts) : jstr(t.s));
+    json_decref(parts);
     sb_free(&t);
     return m;
 }
@@ -625,7 +678,7 @@ static json_t *load_body(const char *body, size_t len, perr *e) {
 
 int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
                          size_t errlen) {
-    perr e = {err, errlen};
+    perr e = {err, errlen, 400};
     memset(q, 0, sizeof *q);
     json_t *o = load_body(body, len, &e), *chat = NULL;
     if (o && d == DIALECT_OPENAI) chat = json_incref(o);
@@ -640,15 +693,15 @@ int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_
     if (!rc) q->dialect = d;
     json_decref(chat);
     json_decref(o);
-    return rc;
+    return rc ? e.status : 0;
 }
 
 int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *q, char *err,
                 size_t errlen) {
-    perr e = {err, errlen};
+    perr e = {err, errlen, 400};
     memset(q, 0, sizeof *q);
     json_t *o = load_body(body, len, &e);
     int rc = o ? parse_object(ep, o, c, q, &e) : -1;
     json_decref(o);
-    return rc;
+    return rc ? e.status : 0;
 }

@@ -237,7 +237,8 @@ static void start(server *sv, srv_req q, route_reply *r) {
 static void completion(server *sv, srv_endpoint ep, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
-    if (route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+    int st = route_parse(ep, body, len, &sv->cfg, &q, err, sizeof err);
+    if (st) return route_error(r, st, err);
     start(sv, q, r);
 }
 
@@ -245,8 +246,8 @@ static void completion(server *sv, srv_endpoint ep, const char *body, size_t len
 static void messages(server *sv, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
-    if (route_parse_messages(DIALECT_ANTHROPIC, body, len, &sv->cfg, &q, err, sizeof err))
-        return route_error(r, 400, err);
+    int st = route_parse_messages(DIALECT_ANTHROPIC, body, len, &sv->cfg, &q, err, sizeof err);
+    if (st) return route_error(r, st, err);
     start(sv, q, r);
 }
 
@@ -256,7 +257,8 @@ static void messages(server *sv, const char *body, size_t len, route_reply *r) {
 static void count_tokens(server *sv, srv_dialect d, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
-    if (route_parse_messages(d, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+    int st = route_parse_messages(d, body, len, &sv->cfg, &q, err, sizeof err);
+    if (st) return route_error(r, st, err);
     int n = 0;
     int32_t *t = chat_tokens(sv, &q, &n, r);
     json_t *j = t ? json_pack("{s:i}", "input_tokens", n) : NULL;
@@ -306,7 +308,7 @@ static void tokenize_route(server *sv, const char *body, size_t len, route_reply
     json_t *o = load_object(body, len, r);
     if (!o) return;
     const char *content = json_string_value(json_object_get(o, "content"));
-    perr e = {(char[256]){0}, 256};
+    perr e = {(char[256]){0}, 256, 400};
     int add_special = 0, parse_special = 1, pieces = 0, n = 0;
     if (!content) errorf(r, 400, "'content' must be a string");
     else if (opt_bool(o, "add_special", &add_special, &e) || opt_bool(o, "parse_special", &parse_special, &e) ||
@@ -354,7 +356,8 @@ static void detokenize_route(server *sv, const char *body, size_t len, route_rep
 static void apply_template(server *sv, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
-    if (route_parse(EP_CHAT, body, len, &sv->cfg, &q, err, sizeof err)) return route_error(r, 400, err);
+    int st = route_parse(EP_CHAT, body, len, &sv->cfg, &q, err, sizeof err);
+    if (st) return route_error(r, st, err);
     char *p = render_chat(sv->model, &sv->cfg, &q, err, sizeof err); /* the chat prompt, as llama-server's */
     if (p) reply_json(r, 200, json_pack("{s:o}", "prompt", jstr(p)));
     else route_error(r, 400, err);

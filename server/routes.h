@@ -16,6 +16,7 @@
 typedef struct {
     char *err;
     size_t errlen;
+    int status; /* the HTTP status of the refusal: 400 unless a part asks for what the model lacks */
 } perr;
 
 /* An optional boolean field: absent or null keeps *out; another type is an error (-1). */

@@ -340,7 +340,8 @@ void route_request(server *sv, const char *method, const char *url, const route_
                    size_t len, route_reply *r);
 /* An error reply in llama-server's shape. */
 void route_error(route_reply *r, int status, const char *msg);
-/* Parses a completion request body (no model needed; the fuzzer's entry). 0, or -1 with err. */
+/* Parses a completion request body (no model needed; the fuzzer's entry). 0, or the HTTP status
+ * of the refusal (400; 500 for media the model cannot take, as llama-server answers) with err. */
 int route_parse(srv_endpoint ep, const char *body, size_t len, const srv_config *c, srv_req *out, char *err,
                 size_t errlen);
 /* Parses a conversation body of any dialect as the chat request it means (token counting). */

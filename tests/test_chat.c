@@ -733,12 +733,38 @@ static void test_chat_request_fields(void) {
         {"{\"reasoning_format\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
          "'reasoning_format' must be"},
         {"{\"tools\":{},\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", "'tools' must be an array"},
+        {"{\"continue_final_message\":true,\"messages\":[]}", "there is no final message to continue"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse_chat_req(bad[i].body, &c, &q, err, sizeof err);
-        CHECKF(rc == -1 && strstr(err, bad[i].msg), "%s: %s", bad[i].body, err);
+        CHECKF(rc == 400 && strstr(err, bad[i].msg), "%s: %s", bad[i].body, err);
         if (!rc) srv_req_free(&q);
     }
+    /* media parts are refused with llama-server's 500 (no projector), in each dialect's shape */
+    static const struct {
+        srv_dialect d;
+        const char *body;
+    } media[] = {
+        {DIALECT_OPENAI,
+         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":"
+         "{\"url\":\"x\"}}]}]}"},
+        {DIALECT_ANTHROPIC,
+         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{"
+         "\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"AA==\"}}]}]}"},
+        {DIALECT_ANTHROPIC,
+         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":"
+         "\"t\",\"content\":[{\"type\":\"text\",\"text\":\"f\"},{\"type\":\"image\",\"source\":"
+         "{\"type\":\"url\",\"url\":\"http://x/i.png\"}}]}]}]}"},
+    };
+    for (size_t i = 0; i < sizeof media / sizeof media[0]; i++) {
+        int rc = route_parse_messages(media[i].d, media[i].body, strlen(media[i].body), &c, &q, err, sizeof err);
+        CHECKF(rc == 500 && strstr(err, "image input is not supported"), "%s: %d %s", media[i].body, rc, err);
+        if (!rc) srv_req_free(&q);
+    }
+    /* no messages at all is accepted, as llama-server accepts it */
+    REQUIRE(!parse_chat_req("{\"messages\":[]}", &c, &q, err, sizeof err));
+    CHECK(q.n_msgs == 0 && q.add_generation_prompt == 1);
+    srv_req_free(&q);
     /* a trailing assistant message is prefilled; parts join with "\n", a continued one's with "\n\n" */
     REQUIRE(
         !parse_chat_req("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"

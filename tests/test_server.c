@@ -435,12 +435,11 @@ static void test_error_400_json(void) {
         "{bad",
         "[]",
         "{}",
-        "{\"messages\":[]}",
         "{\"messages\":\"hi\"}",
         "{\"messages\":[{\"content\":\"hi\"}]}",
         "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}",
         "{\"messages\":[{\"role\":\"user\"}]}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         json_t *j = post(sv, "/v1/chat/completions", bodies[i], 400);

@@ -296,7 +296,7 @@ static void test_count_dialects(void) {
         json_decref(a), json_decref(b);
     }
     json_t *e = post(sv, "/v1/messages/count_tokens",
-                     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400);
+                     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\"}]}]}", 400);
     check_error(e, 400, "invalid_request_error");
     json_decref(e);
     e = post(sv, "/v1/responses/input_tokens", "{\"input\":[{\"type\":\"function_call\"}]}", 400);
@@ -381,8 +381,8 @@ static void test_anthropic(void) {
     sb_free(&names);
     free(sse);
     json_t *e =
-        post(sv, "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 400);
-    check_error(e, 400, "invalid_request_error");
+        post(sv, "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 500);
+    check_error(e, 500, "server_error"); /* llama-server's answer to an image without a projector */
     json_decref(e), json_decref(a), json_decref(b);
     close_server(sv);
 }
