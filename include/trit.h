@@ -305,6 +305,48 @@ void trit_think_flush(trit_think_split *t, trit_think_fn fn, void *user);
  * that subset. llama-server's response_format json_object is the schema {"type": "object"}. */
 char *trit_json_schema_to_grammar(const char *schema_json, char *err, size_t errlen);
 
+/* ---- tool calls ---- */
+/* The form in which a model writes a tool call, recognised from its chat template's markers. */
+typedef enum {
+    TRIT_TOOLS_GENERIC, /* no markers: {"tool_calls": [{"name", "arguments"}]} or {"tool_call": {...}} */
+    TRIT_TOOLS_HERMES, /* <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen2.5, Qwen3, Hermes) */
+    TRIT_TOOLS_QWEN_XML, /* <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>
+                            (Qwen3-Coder, Qwen3.5) */
+    TRIT_TOOLS_LLAMA3, /* {"name": ..., "parameters": {...}}, maybe after <|python_tag|> (Llama 3.x) */
+    TRIT_TOOLS_MISTRAL, /* [TOOL_CALLS][{"name", "arguments"}, ...] or [TOOL_CALLS]NAME[ARGS]{...} */
+    TRIT_TOOLS_DEEPSEEK, /* DeepSeek's tool-call-begin / tool-sep / tool-call-end markers (R1, V3.1) */
+} trit_tool_style;
+
+trit_tool_style trit_tool_style_of(const char *tmpl); /* NULL: generic */
+const char *trit_tool_style_name(trit_tool_style s);
+int trit_tool_style_from_name(const char *name); /* -1 when unknown */
+/* Whether a special token's text is one of the style's call markers (the server keeps those in
+ * the text it parses, as llama-server keeps its preserved tokens). */
+int trit_tool_marker(trit_tool_style s, const char *piece, size_t n);
+/* Where in text (a reply's content so far) a tool call may begin: the offset of its opening
+ * marker, or len when there is none; *hold is the length of a suffix that may still become one
+ * (keep it back). at_start: text is the reply's beginning (the JSON forms open with "{"). */
+size_t trit_tool_scan(trit_tool_style s, const char *text, size_t len, int at_start, size_t *hold);
+
+typedef struct {
+    char *name, *arguments; /* arguments: JSON text of an object */
+} trit_tool_call;
+typedef struct {
+    trit_tool_call *calls;
+    int n;
+} trit_tool_calls;
+/* Parses whole calls from the start of text (which begins at a call's marker) into out; *used
+ * is the length they span. final: the text is complete (a call may then lack its closing
+ * marker). tools_json (the request's tools, or NULL) tells which XML values are strings. Returns
+ * the number of calls added (0 when none is whole yet; -1 when out of memory). */
+int trit_tool_parse(trit_tool_style s, const char *tools_json, const char *text, size_t len, int final,
+                    trit_tool_calls *out, size_t *used);
+void trit_tool_calls_free(trit_tool_calls *c);
+/* GBNF that makes the reply a call in style s to one of the tools (JSON array text of OpenAI
+ * tools), or to `only` when not NULL; parallel allows several calls. malloc'd, or NULL with err. */
+char *trit_tool_grammar(trit_tool_style s, const char *tools_json, const char *only, int parallel, char *err,
+                        size_t errlen);
+
 /* ---- files ---- */
 /* Prints a GGUF file's metadata (long arrays summarised), tensor table, totals and, for every
  * ternary tensor, the fraction of zero trits per tensor and per layer; json != 0 prints one JSON

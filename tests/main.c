@@ -36,6 +36,7 @@
     X(server_slots)  \
     X(server_shapes) \
     X(json_schema)   \
+    X(toolcall)      \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];
