@@ -76,6 +76,15 @@ const char *model_id(const server *sv) { return sv->cfg.alias ? sv->cfg.alias : 
 
 static const char *finish_reason(srv_finish f) { return f == FINISH_LENGTH ? "length" : "stop"; }
 
+/* The reply's finish_reason: "tool_calls" when it called tools and was not cut short. */
+static const char *finish_of(srv_task *t) {
+    if (t->res.finish == FINISH_LENGTH) return "length";
+    json_t *calls = collect_calls(t, 0, INT_MAX);
+    int called = json_array_size(calls) > 0;
+    json_decref(calls);
+    return called ? "tool_calls" : finish_reason(t->res.finish);
+}
+
 static const char *stop_type(srv_finish f) {
     return f == FINISH_LENGTH ? "limit" : f == FINISH_WORD ? "word" : f == FINISH_STOP ? "eos" : "none";
 }
@@ -100,12 +109,17 @@ static json_t *timings_json(int cache_n, int prompt_n, double prompt_ms, int pre
     return j;
 }
 
-static json_t *timings(const srv_result *res) {
+json_t *timings(const srv_result *res) {
     return timings_json(res->n_cached, res->n_prompt - res->n_cached, res->t_prompt_ms, res->n_gen, res->t_gen_ms);
 }
 
-static json_t *event_timings(const srv_event *e) {
+json_t *event_timings(const srv_event *e) {
     return timings_json(e->cache_n, e->prompt_n, e->prompt_ms, e->predicted_n, e->predicted_ms);
+}
+
+json_t *progress_json(const srv_event *e) {
+    return json_pack("{s:i,s:i,s:i,s:o}", "total", e->prog_total, "cache", e->cache_n, "processed", e->prog_processed,
+                     "time_ms", num(e->prog_ms));
 }
 
 /* OpenAI's usage, summed over the request's tasks. */
@@ -145,14 +159,29 @@ static json_t *envelope(server *sv, srv_task *t, const char *object) {
                      "model", model_id(sv), "system_fingerprint", FINGERPRINT);
 }
 
-static json_t *error_json(const srv_result *res) {
+json_t *error_json(const srv_result *res) {
     int st = res->err_status ? res->err_status : 500;
     return error_obj(st, error_type(st), res->err_msg);
 }
 
+json_t *collect_calls(srv_task *t, int from, int to) {
+    json_t *all = json_array();
+    pthread_mutex_lock(&t->mu);
+    for (int i = from; i < to && i < t->n_ev; i++) {
+        json_t *a = t->ev[i].tool_calls ? json_loads(t->ev[i].tool_calls, 0, NULL) : NULL;
+        if (a) json_array_extend(all, a);
+        json_decref(a);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return all;
+}
+
+/* Blank text next to tool calls is no reply of its own (clients expect content null). */
+static int blank(const char *s) { return strspn(s, " \t\r\n") == strlen(s); }
+
 /* Text, reasoning, probabilities and tokens of events [from, to), read under the task's lock.
  * Progress reports carry none of them. */
-static void collect(srv_task *t, int from, int to, strbuf *c, strbuf *rs, json_t *lp, json_t *toks) {
+void collect(srv_task *t, int from, int to, strbuf *c, strbuf *rs, json_t *lp, json_t *toks) {
     sb_add(c, "", 0);
     sb_add(rs, "", 0);
     pthread_mutex_lock(&t->mu);
@@ -294,10 +323,7 @@ static json_t *native_partial(srv_task *t, int i) {
         json_pack("{s:i,s:o,s:o,s:b,s:i,s:i,s:i}", "index", t->index, "content", jstr(c.s), "tokens", toks, "stop", 0,
                   "id_slot", t->res.id_slot, "tokens_predicted", e->predicted_n, "tokens_evaluated", t->n_prompt);
     if (e->timed) json_object_set_new(j, "timings", event_timings(e));
-    if (e->progress)
-        json_object_set_new(j, "prompt_progress",
-                            json_pack("{s:i,s:i,s:i,s:o}", "total", e->prog_total, "cache", e->cache_n, "processed",
-                                      e->prog_processed, "time_ms", num(e->prog_ms)));
+    if (e->progress) json_object_set_new(j, "prompt_progress", progress_json(e));
     pthread_mutex_unlock(&t->mu);
     if (lp && json_array_size(lp)) json_object_set_new(j, "completion_probabilities", lp);
     else json_decref(lp);
@@ -310,12 +336,20 @@ static json_t *final_choice(srv_task *t) {
     strbuf c = {0}, rs = {0};
     json_t *lp = t->req.logprobs ? json_array() : NULL;
     collect(t, 0, INT_MAX, &c, &rs, lp, NULL);
-    json_t *choice = json_pack("{s:i,s:s}", "index", t->index, "finish_reason", finish_reason(t->res.finish));
+    json_t *calls = collect_calls(t, 0, INT_MAX);
+    const int called = json_array_size(calls) > 0;
+    json_t *choice = json_pack("{s:i,s:s}", "index", t->index, "finish_reason", finish_of(t));
     if (t->req.ep == EP_CHAT) {
-        json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content", jstr(c.s));
+        json_t *msg =
+            json_pack("{s:s,s:o}", "role", "assistant", "content", called && blank(c.s) ? json_null() : jstr(c.s));
         if (rs.len) json_object_set_new(msg, "reasoning_content", jstr(rs.s));
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) json_object_del(call, "index"); /* a stream delta's field only */
+        if (called) json_object_set(msg, "tool_calls", calls);
         json_object_set_new(choice, "message", msg);
     } else json_object_set_new(choice, "text", jstr(c.s));
+    json_decref(calls);
     json_object_set_new(choice, "logprobs", lp ? json_pack("{s:o}", "content", lp) : json_null());
     sb_free(&c), sb_free(&rs);
     return choice;
@@ -323,8 +357,17 @@ static json_t *final_choice(srv_task *t) {
 
 /* ---- Anthropic Messages ---- */
 
-static const char *stop_reason(srv_finish f) {
-    return f == FINISH_WORD || f == FINISH_STOP ? "end_turn" : "max_tokens";
+static const char *stop_reason(srv_task *t) {
+    const char *f = finish_of(t);
+    return !strcmp(f, "tool_calls") ? "tool_use" : !strcmp(f, "length") ? "max_tokens" : "end_turn";
+}
+
+/* A tool call as Anthropic's tool_use block: its arguments as the input object. */
+static json_t *tool_use_block(json_t *call, int whole) {
+    json_t *fn = json_object_get(call, "function");
+    json_t *in = whole ? json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL) : NULL;
+    return json_pack("{s:s,s:O,s:O,s:o}", "type", "tool_use", "id", json_object_get(call, "id"), "name",
+                     json_object_get(fn, "name"), "input", json_is_object(in) ? in : (json_decref(in), json_object()));
 }
 
 static json_t *stop_sequence(const srv_result *res) {
@@ -338,16 +381,21 @@ static json_t *anthropic_final(server *sv, srv_task *t) {
     if (rs.len)
         json_array_append_new(blocks,
                               json_pack("{s:s,s:o,s:s}", "type", "thinking", "thinking", jstr(rs.s), "signature", ""));
-    if (c.len) json_array_append_new(blocks, json_pack("{s:s,s:o}", "type", "text", "text", jstr(c.s)));
+    json_t *calls = collect_calls(t, 0, INT_MAX), *call;
+    size_t k;
+    if (c.len && !(json_array_size(calls) && blank(c.s)))
+        json_array_append_new(blocks, json_pack("{s:s,s:o}", "type", "text", "text", jstr(c.s)));
+    json_array_foreach(calls, k, call) json_array_append_new(blocks, tool_use_block(call, 1));
+    json_decref(calls);
     sb_free(&c), sb_free(&rs);
     return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:o,s:{s:i,s:i,s:i}}", "id", t->id_str, "type", "message", "role",
-                     "assistant", "content", blocks, "model", model_id(sv), "stop_reason", stop_reason(t->res.finish),
+                     "assistant", "content", blocks, "model", model_id(sv), "stop_reason", stop_reason(t),
                      "stop_sequence", stop_sequence(&t->res), "usage", "cache_read_input_tokens", t->res.n_cached,
                      "input_tokens", t->res.n_prompt - t->res.n_cached, "output_tokens", t->res.n_gen);
 }
 
 /* Appends one "event: name" frame with its data (taken). */
-static void sse_event(strbuf *b, const char *name, json_t *data) {
+void sse_event(strbuf *b, const char *name, json_t *data) {
     char *s = json_dumps(data, JSON_COMPACT);
     json_decref(data);
     sb_add(b, "event: ", 7), sb_add(b, name, strlen(name)), sb_add(b, "\ndata: ", 7);
@@ -377,31 +425,45 @@ static char *anthropic_chunk(server *sv, srv_task *t, int i) {
     strbuf b = {0};
     sb_add(&b, "", 0);
     if (i == -3) {
-        t->thinking_open = t->text_open = 0;
+        t->thinking_open = t->text_open = t->tool_blocks = 0;
         json_t *m = json_pack("{s:s,s:s,s:s,s:[],s:s,s:n,s:n,s:{s:i,s:i,s:i}}", "id", t->id_str, "type", "message",
                               "role", "assistant", "content", "model", model_id(sv), "stop_reason", "stop_sequence",
                               "usage", "cache_read_input_tokens", t->res.n_cached, "input_tokens",
                               t->n_prompt - t->res.n_cached, "output_tokens", 0);
         sse_event(&b, "message_start", json_pack("{s:s,s:o}", "type", "message_start", "message", m));
+        sse_event(&b, "ping", json_pack("{s:s}", "type", "ping")); /* as Anthropic's API sends one */
     } else if (i == -1 && t->res.finish == FINISH_ERROR) {
         json_t *err = error_json(&t->res);
         sse_event(&b, "error", json_incref(json_object_get(err, "error")));
         json_decref(err);
     } else if (i == -1) {
+        /* blocks close in index order: thinking (always first) signed, then text and tool_use */
         if (t->thinking_open) block_delta(&b, 0, "signature_delta", "signature", json_string("")), block_stop(&b, 0);
-        if (t->text_open) block_stop(&b, t->thinking_open);
+        for (int k = t->thinking_open; k < t->thinking_open + !!t->text_open + t->tool_blocks; k++) block_stop(&b, k);
         sse_event(&b, "message_delta",
                   json_pack("{s:s,s:{s:s,s:o},s:{s:i}}", "type", "message_delta", "delta", "stop_reason",
-                            stop_reason(t->res.finish), "stop_sequence", stop_sequence(&t->res), "usage",
-                            "output_tokens", t->res.n_gen));
+                            stop_reason(t), "stop_sequence", stop_sequence(&t->res), "usage", "output_tokens",
+                            t->res.n_gen));
         sse_event(&b, "message_stop", json_pack("{s:s}", "type", "message_stop"));
     } else if (i >= 0) {
         strbuf c = {0}, rs = {0};
         collect(t, i, i + 1, &c, &rs, NULL, NULL);
         if (rs.len && !t->thinking_open) block_start(&b, 0, "thinking"), t->thinking_open = 1;
         if (rs.len) block_delta(&b, 0, "thinking_delta", "thinking", jstr(rs.s));
-        if (c.len && !t->text_open) block_start(&b, t->thinking_open, "text"), t->text_open = 1;
-        if (c.len) block_delta(&b, t->thinking_open, "text_delta", "text", jstr(c.s));
+        if (c.len && !t->text_open) /* text_open: the text block's index + 1 */
+            t->text_open = t->thinking_open + t->tool_blocks + 1, block_start(&b, t->text_open - 1, "text");
+        if (c.len) block_delta(&b, t->text_open - 1, "text_delta", "text", jstr(c.s));
+        json_t *calls = collect_calls(t, i, i + 1), *call;
+        size_t k;
+        json_array_foreach(calls, k, call) {
+            int at = t->thinking_open + !!t->text_open + t->tool_blocks++;
+            sse_event(&b, "content_block_start",
+                      json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", at, "content_block",
+                                tool_use_block(call, 0)));
+            block_delta(&b, at, "input_json_delta", "partial_json",
+                        json_incref(json_object_get(json_object_get(call, "function"), "arguments")));
+        }
+        json_decref(calls);
         sb_free(&c), sb_free(&rs);
     }
     if (b.len) return b.s;
@@ -413,6 +475,7 @@ static json_t *final_obj(server *sv, srv_task *head) {
     for (srv_task *t = head; t; t = t->sibling)
         if (t->res.finish == FINISH_ERROR) return error_json(&t->res);
     if (head->req.dialect == DIALECT_ANTHROPIC) return anthropic_final(sv, head);
+    if (head->req.dialect == DIALECT_RESPONSES) return responses_final(sv, head);
     if (head->req.ep == EP_NATIVE) {
         if (!head->sibling) return native_final(sv, head, 0);
         json_t *a = json_array();
@@ -461,27 +524,26 @@ static json_t *event_chunk(server *sv, srv_task *t, int i) {
         json_t *j =
             stream_obj(sv, t, chunk_choice(t, t->req.ep == EP_CHAT ? role_delta() : json_string(""), NULL, NULL));
         json_object_set_new(j, "timings", event_timings(&e));
-        json_object_set_new(j, "prompt_progress",
-                            json_pack("{s:i,s:i,s:i,s:o}", "total", e.prog_total, "cache", e.cache_n, "processed",
-                                      e.prog_processed, "time_ms", num(e.prog_ms)));
+        json_object_set_new(j, "prompt_progress", progress_json(&e));
         return j;
     }
     strbuf c = {0}, rs = {0};
     json_t *lp = t->req.logprobs ? json_array() : NULL;
     collect(t, i, i + 1, &c, &rs, lp, NULL);
-    json_t *j = NULL;
-    if (c.len || rs.len || (lp && json_array_size(lp))) {
+    json_t *j = NULL, *calls = collect_calls(t, i, i + 1);
+    if (c.len || rs.len || json_array_size(calls) || (lp && json_array_size(lp))) {
         json_t *d;
         if (t->req.ep == EP_CHAT) {
             d = json_object();
-            if (c.len || !rs.len) json_object_set_new(d, "content", jstr(c.s));
+            if (c.len || (!rs.len && !json_array_size(calls))) json_object_set_new(d, "content", jstr(c.s));
             if (rs.len) json_object_set_new(d, "reasoning_content", jstr(rs.s));
+            if (json_array_size(calls)) json_object_set(d, "tool_calls", calls);
         } else d = jstr(c.s);
         j = stream_obj(sv, t, chunk_choice(t, d, lp, NULL));
         if (e.timed) json_object_set_new(j, "timings", event_timings(&e));
         lp = NULL;
     }
-    json_decref(lp);
+    json_decref(lp), json_decref(calls);
     sb_free(&c), sb_free(&rs);
     return j;
 }
@@ -490,9 +552,8 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
     if (t->res.finish == FINISH_ERROR) return which == -1 ? error_json(&t->res) : NULL;
     if (t->req.ep == EP_NATIVE) return which == -1 ? native_final(sv, t, 1) : NULL;
     if (which == -1) {
-        json_t *j = stream_obj(sv, t,
-                               chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL,
-                                            finish_reason(t->res.finish)));
+        json_t *j = stream_obj(
+            sv, t, chunk_choice(t, t->req.ep == EP_CHAT ? json_object() : json_string(""), NULL, finish_of(t)));
         if (t->req.verbose) json_object_set_new(j, "__verbose", native_final(sv, t, 1));
         if (!t->req.include_usage) json_object_set_new(j, "timings", timings(&t->res));
         return j;
@@ -506,6 +567,7 @@ static json_t *closing_chunk(server *sv, srv_task *t, int which) {
 
 char *route_chunk_json(server *sv, srv_task *t, int i) {
     if (t->req.dialect == DIALECT_ANTHROPIC) return anthropic_chunk(sv, t, i);
+    if (t->req.dialect == DIALECT_RESPONSES) return responses_chunk(sv, t, i);
     json_t *j;
     if (i == -3) /* the opening chat chunk names the role */
         j = t->req.ep == EP_CHAT ? stream_obj(sv, t, chunk_choice(t, role_delta(), NULL, NULL)) : NULL;

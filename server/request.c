@@ -172,9 +172,34 @@ static int parse_continuation(json_t *o, const srv_config *c, srv_req *q, perr *
     return 0;
 }
 
+/* tool_choice: "auto", "none", "required", or a named function ({"type": "function", "function":
+ * {"name"}} in chat, {"type": "function", "name"} in Responses); parallel_tool_calls. */
+static int parse_tool_choice(json_t *o, srv_req *q, perr *e) {
+    json_t *tc = json_object_get(o, "tool_choice");
+    const char *mode = json_string_value(tc);
+    if (opt_bool(o, "parallel_tool_calls", &q->parallel_tool_calls, e)) return -1;
+    if (!tc || json_is_null(tc)) return 0;
+    if (mode) {
+        if (!strcmp(mode, "auto")) q->tool_choice = TOOLS_AUTO;
+        else if (!strcmp(mode, "none")) q->tool_choice = TOOLS_NONE;
+        else if (!strcmp(mode, "required")) q->tool_choice = TOOLS_REQUIRED;
+        else return bad(e, "Invalid tool_choice: %s", mode);
+        return 0;
+    }
+    json_t *fn = json_object_get(tc, "function");
+    const char *name = json_string_value(json_object_get(fn ? fn : tc, "name"));
+    if (!json_is_object(tc) || !name) return bad(e, "'tool_choice' must be a string or name a function");
+    q->tool_choice = TOOLS_REQUIRED;
+    return (q->tool_name = strdup(name)) ? 0 : bad(e, "out of memory");
+}
+
 static int parse_chat(json_t *o, const srv_config *c, srv_req *q, perr *e) {
-    return parse_messages(o, q, e) || parse_continuation(o, c, q, e) || opt_array_text(o, "tools", &q->tools, e) ? -1
-                                                                                                                 : 0;
+    if (parse_messages(o, q, e) || parse_continuation(o, c, q, e) || opt_array_text(o, "tools", &q->tools, e) ||
+        parse_tool_choice(o, q, e))
+        return -1;
+    if (q->tools && strcmp(q->tools, "[]") && q->tool_choice != TOOLS_NONE && json_object_get(o, "grammar"))
+        return bad(e, "Cannot use custom grammar constraints with tools.");
+    return 0;
 }
 
 /* One prompt as llama-server reads it: a string; an array of token ids; an array mixing texts
@@ -514,24 +539,160 @@ static int push_message(json_t *ms, const char *role, json_t *content) {
     return 0;
 }
 
-/* The messages of an OpenAI Responses body: `instructions` as the system message, `input` a
- * text (one user message) or message items. */
+/* ---- OpenAI Responses bodies, converted as llama-server converts them ---- */
+
+/* Responses content as chat parts: a text is one input_text part; parts are input_text and
+ * input_image (an input message, a function_call_output) or, on an output message, output_text,
+ * input_text and refusal (which the chat parser then refuses, as llama-server's does). what names
+ * the parts in a refusal. NULL with e set. */
+static json_t *response_parts(json_t *c, int output, const char *what, perr *e) {
+    json_t *parts = json_is_string(c) ? json_pack("[o]", text_part(json_string_value(c))) : json_array(), *p;
+    size_t i;
+    if (json_is_array(c)) json_array_foreach(c, i, p) {
+            const char *type = json_string_value(json_object_get(p, "type")), *need = NULL;
+            if (type && (!strcmp(type, "input_text") || (output && !strcmp(type, "output_text")))) need = "text";
+            else if (type && output && !strcmp(type, "refusal")) need = "refusal";
+            else if (type && !output && !strcmp(type, "input_image")) need = "image_url";
+            json_t *v = need ? json_object_get(p, need) : NULL, *part;
+            if (!need || !v || (strcmp(need, "image_url") && !json_is_string(v))) {
+                json_decref(parts);
+                if (need) return bad(e, "a part of type '%s' needs a '%s'", type, need), NULL;
+                return bad(e, "%s parts of type '%s' are not supported", what, type ? type : "?"), NULL;
+            }
+            part = !strcmp(need, "text")   ? text_part(json_string_value(v))
+                : !strcmp(need, "refusal") ? json_pack("{s:s,s:O}", "type", "refusal", "refusal", v)
+                                           : image_part(p);
+            if (json_array_append_new(parts, part)) return json_decref(parts), bad(e, "out of memory"), NULL;
+        }
+    if (!parts) bad(e, "out of memory");
+    return parts;
+}
+
+/* The array m[k], made when m has none there; NULL out of memory. */
+static json_t *array_at(json_t *m, const char *k) {
+    json_t *a = json_object_get(m, k);
+    if (json_is_array(a)) return a;
+    return json_object_set_new(m, k, a = json_array()) ? NULL : a;
+}
+
+/* The assistant message that an output message, a function call or a reasoning item joins: the
+ * last message when it is the assistant's (llama-server merges them), else a new one. */
+static json_t *assistant_of(json_t *ms) {
+    json_t *m = json_array_size(ms) ? json_array_get(ms, json_array_size(ms) - 1) : NULL;
+    const char *role = json_string_value(json_object_get(m, "role"));
+    if (role && !strcmp(role, "assistant")) return m;
+    m = json_pack("{s:s}", "role", "assistant");
+    return json_array_append_new(ms, m) ? NULL : m;
+}
+
+/* One input item as chat messages: an input message (user, system, developer), an assistant's
+ * output message, a function_call (the assistant's tool call), a function_call_output (a tool
+ * message) or a reasoning item (the assistant's reasoning_content). */
+static int response_item(json_t *ms, json_t *it, size_t i, perr *e) {
+    json_t *c = json_object_get(it, "content"), *out = json_object_get(it, "output"), *m, *parts;
+    const char *role = json_string_value(json_object_get(it, "role"));
+    const char *type = json_string_value(json_object_get(it, "type"));
+    const char *call_id = json_string_value(json_object_get(it, "call_id"));
+    const char *name = json_string_value(json_object_get(it, "name"));
+    const char *args = json_string_value(json_object_get(it, "arguments"));
+    type = type ? type : "";
+    if ((json_is_array(c) || json_is_string(c)) && role &&
+        (!strcmp(role, "user") || !strcmp(role, "system") || !strcmp(role, "developer")))
+        return push_message(ms, role, response_parts(c, 0, "input message", e));
+    if (role && !strcmp(role, "assistant") && !strcmp(type, "message")) {
+        if (!(parts = response_parts(c, 1, "output message", e))) return -1;
+        int rc = (m = assistant_of(ms)) && !json_array_extend(array_at(m, "content"), parts) ? 0 : -1;
+        json_decref(parts);
+        return rc ? bad(e, "out of memory") : 0;
+    }
+    if (!strcmp(type, "function_call") && call_id && name && args) {
+        json_t *call = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", call_id, "type", "function", "function", "name", name,
+                                 "arguments", args);
+        m = assistant_of(ms);
+        return json_array_append_new(array_at(m, "tool_calls"), call) ? bad(e, "out of memory") : 0;
+    }
+    if (!strcmp(type, "function_call_output") && call_id && (json_is_string(out) || json_is_array(out))) {
+        parts = json_is_string(out) ? json_incref(out) : response_parts(out, 0, "function_call_output", e);
+        if (!parts) return -1;
+        m = json_pack("{s:s,s:s,s:o}", "role", "tool", "tool_call_id", call_id, "content", parts);
+        return json_array_append_new(ms, m) ? bad(e, "out of memory") : 0;
+    }
+    if (!strcmp(type, "reasoning") && json_is_array(json_object_get(it, "summary"))) {
+        json_t *text = json_is_string(c) ? c : json_object_get(json_array_get(c, 0), "text");
+        if (!json_is_string(text)) return bad(e, "reasoning item %zu needs 'content' with a text first", i);
+        m = assistant_of(ms);
+        return !array_at(m, "content") || json_object_set(m, "reasoning_content", text) ? bad(e, "out of memory") : 0;
+    }
+    return bad(e, "input item %zu is not a message, function_call, function_call_output or reasoning item", i);
+}
+
+/* The messages of an OpenAI Responses body: `instructions` as the system message, then `input`,
+ * a text (one user message) or a list of items. */
 static int messages_of_responses(json_t *o, json_t *ms, perr *e) {
-    static const char *const kinds[] = {"input_text", "output_text", "text", NULL};
-    json_t *ins = json_object_get(o, "instructions"), *in = json_object_get(o, "input");
-    if (json_is_string(ins) && push_message(ms, "system", json_incref(ins))) return -1;
+    json_t *ins = json_object_get(o, "instructions"), *in = json_object_get(o, "input"), *it;
+    const char *prev = json_string_value(json_object_get(o, "previous_response_id"));
+    if (!in) return bad(e, "'input' is required");
+    if (prev && *prev) return bad(e, "'previous_response_id' is not supported: send the whole conversation");
+    if (ins && push_message(ms, "system", json_string(json_is_string(ins) ? json_string_value(ins) : "")))
+        return bad(e, "out of memory");
     if (json_is_string(in)) return push_message(ms, "user", json_incref(in));
     if (!json_is_array(in)) return bad(e, "'input' must be a string or an array of items");
     size_t i;
-    json_t *it;
-    json_array_foreach(in, i, it) {
-        const char *role = json_string_value(json_object_get(it, "role"));
-        const char *type = json_string_value(json_object_get(it, "type"));
-        if (!role || (type && strcmp(type, "message")))
-            return bad(e, "input items of type '%s' are not supported", type ? type : "?");
-        if (push_message(ms, role, content_as_chat(json_object_get(it, "content"), kinds, e))) return -1;
-    }
+    json_array_foreach(in, i, it) if (response_item(ms, it, i, e)) return -1;
     return 0;
+}
+
+/* The chat body's other fields: every field of the Responses body passes (sampling, stream,
+ * llama.cpp's own), those the Responses API spells its own way converted; `n` is dropped (a
+ * response has one output). */
+static int params_of_responses(json_t *o, json_t *chat, perr *e) {
+    static const char *const own[] = {"input", "instructions", "previous_response_id", "messages",  "n",
+                                      "tools", "tool_choice",  "max_output_tokens",    "reasoning", "text",
+                                      NULL};
+    const char *k;
+    json_t *v, *tool;
+    int oom = 0;
+    json_object_foreach(o, k, v) {
+        int skip = 0;
+        for (const char *const *s = own; *s && !skip; s++) skip = !strcmp(k, *s);
+        if (!skip) oom |= json_object_set(chat, k, v);
+    }
+    /* tools are flat ({type, name, description, parameters}); other tool types have no chat form */
+    json_t *tools = json_object_get(o, "tools"), *oai = json_array();
+    size_t i;
+    if (tools && !json_is_null(tools) && !json_is_array(tools))
+        return json_decref(oai), bad(e, "'tools' must be an array");
+    json_array_foreach(tools, i, tool) {
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        if (!type || strcmp(type, "function")) continue;
+        json_t *f = json_copy(tool);
+        oom |= !f || json_object_del(f, "type") ||
+            (!json_object_get(f, "strict") && json_object_set_new(f, "strict", json_true()));
+        oom |= json_array_append_new(oai, json_pack("{s:s,s:o}", "type", "function", "function", f));
+    }
+    if (json_array_size(oai)) oom |= json_object_set(chat, "tools", oai);
+    json_decref(oai);
+    json_t *tc = json_object_get(o, "tool_choice");
+    const char *tc_type = json_string_value(json_object_get(tc, "type"));
+    const char *tc_name = json_string_value(json_object_get(tc, "name"));
+    if (tc_type && !strcmp(tc_type, "function") && tc_name)
+        oom |= json_object_set_new(chat, "tool_choice",
+                                   json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name", tc_name));
+    else if (tc) oom |= json_object_set(chat, "tool_choice", tc);
+    if ((v = json_object_get(o, "max_output_tokens"))) oom |= json_object_set(chat, "max_tokens", v);
+    if ((v = json_object_get(json_object_get(o, "reasoning"), "effort")))
+        oom |= json_object_set(chat, "reasoning_effort", v);
+    /* text.format: a json_schema format's name, schema and strict go under response_format.json_schema */
+    json_t *fmt = json_object_get(json_object_get(o, "text"), "format"), *rf;
+    const char *ft = json_string_value(json_object_get(fmt, "type"));
+    if (fmt && !json_is_null(fmt) && !ft) return bad(e, "'text.format' must be an object with a 'type'");
+    if (ft && !strcmp(ft, "json_schema")) {
+        json_t *js = json_copy(fmt);
+        oom |= !js || json_object_del(js, "type");
+        rf = json_pack("{s:s,s:o}", "type", ft, "json_schema", js);
+    } else rf = ft ? json_incref(fmt) : NULL; /* json_object and text read alike; other types are refused */
+    if (ft) oom |= json_object_set_new(chat, "response_format", rf);
+    return oom ? bad(e, "out of memory") : 0;
 }
 
 /* A tool_result block as the OpenAI tool message: its text blocks joined. */
@@ -641,6 +802,15 @@ static void params_of_anthropic(json_t *o, json_t *chat) {
         }
     if (json_array_size(oai)) json_object_set(chat, "tools", oai);
     json_decref(oai);
+    /* tool_choice: auto, any (some tool), tool (the named one), none */
+    json_t *tc = json_object_get(o, "tool_choice");
+    const char *type = json_string_value(json_object_get(tc, "type"));
+    const char *name = json_string_value(json_object_get(tc, "name"));
+    if (type && !strcmp(type, "any")) json_object_set_new(chat, "tool_choice", json_string("required"));
+    else if (type && !strcmp(type, "none")) json_object_set_new(chat, "tool_choice", json_string("none"));
+    else if (type && !strcmp(type, "tool") && name)
+        json_object_set_new(chat, "tool_choice",
+                            json_pack("{s:s,s:{s:s}}", "type", "function", "function", "name", name));
     json_t *mt = json_object_get(o, "max_tokens");
     json_object_set_new(chat, "max_tokens", mt ? json_incref(mt) : json_integer(4096));
 }
@@ -658,6 +828,7 @@ static int parse_object(srv_endpoint ep, json_t *o, const srv_config *c, srv_req
     q->add_generation_prompt = 1;
     q->n_choices = 1;
     q->verbose = c->verbose;
+    q->tool_style = -1;
     int rc = -1;
     if (!(ep == EP_CHAT ? parse_chat(o, c, q, e) : parse_prompt(o, q, e)) && !parse_sampling(o, q, e) &&
         !parse_limits(o, q, e) && !parse_stop(o, q, e) && !parse_bias(o, q, e) && !parse_logprobs(o, ep, q, e) &&
@@ -688,6 +859,7 @@ int route_parse_messages(srv_dialect d, const char *body, size_t len, const srv_
             chat = json_pack("{s:O}", "messages", ms);
         json_decref(ms);
         if (chat && d == DIALECT_ANTHROPIC) params_of_anthropic(o, chat);
+        if (chat && d == DIALECT_RESPONSES && params_of_responses(o, chat, &e)) json_decref(chat), chat = NULL;
     }
     int rc = chat ? parse_object(EP_CHAT, chat, c, q, &e) : -1;
     if (!rc) q->dialect = d;

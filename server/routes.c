@@ -104,6 +104,11 @@ static int32_t *prompt_tokens(server *sv, const srv_prompt *p, int *n, route_rep
     return t;
 }
 
+/* The chat template in use: --chat-template's text or name, else the model's (NULL: none). */
+static const char *chat_template_source(const server *sv) {
+    return sv->cfg.chat_template ? sv->cfg.chat_template : trit_model_chat_template(sv->model);
+}
+
 /* The prompt of a chat request: its messages rendered by the chat template. */
 static int32_t *chat_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
     char err[512] = "";
@@ -127,7 +132,7 @@ static char *tokens_text(const trit_model *m, const int32_t *t, int n) {
     return b.s;
 }
 
-static void random_id(char *out, size_t n, const char *prefix, int task) {
+void random_id(char *out, size_t n, const char *prefix, int task) {
     static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     uint64_t x = (uint64_t)now_s() * 1000003u ^ ((uint64_t)task << 32) ^ (uint64_t)(uintptr_t)out;
     size_t k = (size_t)snprintf(out, n, "%s", prefix);
@@ -205,8 +210,23 @@ static int check_grammar(server *sv, srv_req *q, route_reply *r) {
     return 0;
 }
 
+/* Tools in a chat request: replies are read for calls in the style of the template, and a
+ * required or named choice becomes the grammar of a call. */
+static int setup_tools(server *sv, srv_req *q, route_reply *r) {
+    if (q->ep != EP_CHAT || !q->tools || !strcmp(q->tools, "[]") || q->tool_choice == TOOLS_NONE) return 0;
+    q->tool_style = trit_tool_style_of(chat_template_source(sv));
+    if (q->tool_choice != TOOLS_REQUIRED) return 0;
+    char err[256];
+    free(q->grammar); /* the call's grammar takes the place of a response_format */
+    q->grammar = trit_tool_grammar((trit_tool_style)q->tool_style, q->tools, q->tool_name, q->parallel_tool_calls, err,
+                                   sizeof err);
+    if (!q->grammar) return route_error(r, 400, err), -1;
+    return 0;
+}
+
 /* Runs a parsed request q (freeing it); the reply streams or waits in r. */
 static void start(server *sv, srv_req q, route_reply *r) {
+    if (setup_tools(sv, &q, r)) return srv_req_free(&q);
     if (resolve_bias(sv->model, &q)) return srv_req_free(&q), route_error(r, 500, "out of memory");
     if (check_grammar(sv, &q, r)) return srv_req_free(&q);
     if (q.id_slot >= sv->cfg.n_parallel) q.id_slot = -1;
@@ -215,9 +235,10 @@ static void start(server *sv, srv_req q, route_reply *r) {
     if (!head) return;
     char id[64];
     random_id(id, sizeof id,
-              head->req.dialect == DIALECT_ANTHROPIC ? "msg_"
-                  : head->req.ep == EP_CHAT          ? "chatcmpl-"
-                                                     : "cmpl-",
+              head->req.dialect == DIALECT_ANTHROPIC       ? "msg_"
+                  : head->req.dialect == DIALECT_RESPONSES ? "resp_"
+                  : head->req.ep == EP_CHAT                ? "chatcmpl-"
+                                                           : "cmpl-",
               head->id);
     srv_task *t = head;
     for (; t; t = t->sibling)
@@ -242,11 +263,12 @@ static void completion(server *sv, srv_endpoint ep, const char *body, size_t len
     start(sv, q, r);
 }
 
-/* POST /v1/messages: Anthropic's Messages API, converted to a chat request as llama-server does. */
-static void messages(server *sv, const char *body, size_t len, route_reply *r) {
+/* POST /v1/messages and /v1/responses: Anthropic's Messages API and OpenAI's Responses API,
+ * converted to a chat request as llama-server does; the reply takes the dialect's shape. */
+static void conversation(server *sv, srv_dialect d, const char *body, size_t len, route_reply *r) {
     char err[512];
     srv_req q;
-    int st = route_parse_messages(DIALECT_ANTHROPIC, body, len, &sv->cfg, &q, err, sizeof err);
+    int st = route_parse_messages(d, body, len, &sv->cfg, &q, err, sizeof err);
     if (st) return route_error(r, st, err);
     start(sv, q, r);
 }
@@ -372,7 +394,7 @@ static void props(server *sv, route_reply *r) {
                                (double)sp->repeat_penalty, "repeat_last_n", sp->repeat_last_n, "seed",
                                sp->seed == TRIT_DEFAULT_SEED ? (json_int_t)-1 : (json_int_t)sp->seed, "n_predict",
                                sv->cfg.n_predict);
-    const char *tmpl = sv->cfg.chat_template ? sv->cfg.chat_template : trit_model_chat_template(sv->model);
+    const char *tmpl = chat_template_source(sv);
     if (!tmpl) tmpl = "chatml";
     json_t *j =
         json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b,s:b},s:{s:b},s:s,s:b,s:b}", "default_generation_settings",
@@ -527,7 +549,8 @@ void route_request(server *sv, const char *method, const char *url, const route_
     if (post && path_is(path, "/chat/completions")) return completion(sv, EP_CHAT, body, len, r);
     if (post && path_is(path, "/chat/completions/input_tokens")) return count_tokens(sv, DIALECT_OPENAI, body, len, r);
     if (post && path_is(path, "/responses/input_tokens")) return count_tokens(sv, DIALECT_RESPONSES, body, len, r);
-    if (post && path_is(path, "/messages")) return messages(sv, body, len, r);
+    if (post && path_is(path, "/responses")) return conversation(sv, DIALECT_RESPONSES, body, len, r);
+    if (post && path_is(path, "/messages")) return conversation(sv, DIALECT_ANTHROPIC, body, len, r);
     if (post && path_is(path, "/messages/count_tokens")) return count_tokens(sv, DIALECT_ANTHROPIC, body, len, r);
     /* /completion and /completions are llama-server's native handler; /v1/completions is OpenAI's */
     if (post && !strcmp(path, "/v1/completions")) return completion(sv, EP_CMPL, body, len, r);

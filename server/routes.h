@@ -1,5 +1,6 @@
 /* routes.h: what the server's JSON layer shares among its files: request.c (request bodies into
- * srv_req), reply.c (the JSON replies) and routes.c (the endpoints). No other file sees JSON. */
+ * srv_req), reply.c (the JSON replies), responses.c (the Responses API's replies) and routes.c
+ * (the endpoints). No other file sees JSON. */
 #ifndef TRIT_SERVER_ROUTES_H
 #define TRIT_SERVER_ROUTES_H
 
@@ -35,6 +36,28 @@ json_t *jstr(const char *s);
 json_t *bytes_of(const char *s);
 /* The model's id in replies: the alias, else the model path. */
 const char *model_id(const server *sv);
+/* Text, reasoning, probabilities (lp) and token ids (toks) of events [from, to); lp and toks may be
+ * NULL. c and rs come back NUL-terminated. */
+void collect(srv_task *t, int from, int to, strbuf *c, strbuf *rs, json_t *lp, json_t *toks);
+/* The tool calls of events [from, to) as one JSON array of OpenAI tool calls ({index, id, type,
+ * function: {name, arguments}}); empty when there are none. */
+json_t *collect_calls(srv_task *t, int from, int to);
+/* llama-server's timings object of a finished task, and of an event that carries them. */
+json_t *timings(const srv_result *res);
+json_t *event_timings(const srv_event *e);
+/* A progress report's prompt_progress object. */
+json_t *progress_json(const srv_event *e);
+/* A failed task's {"error": ...} body. */
+json_t *error_json(const srv_result *res);
+/* Appends one "event: name" SSE frame with data (taken). */
+void sse_event(strbuf *b, const char *name, json_t *data);
+
+/* ---- responses.c: OpenAI's Responses API replies (the dialect DIALECT_RESPONSES) ---- */
+/* The whole reply of a finished task. */
+json_t *responses_final(server *sv, srv_task *t);
+/* The framed events of stream step i, as route_chunk_json numbers them (-3 the opening, -1 the
+ * end; NULL when the step sends nothing); a failed task ends with a plain {"error": ...} body. */
+char *responses_chunk(server *sv, srv_task *t, int i);
 
 /* ---- shell.c ---- */
 /* A /v1/models entry (router: with its load status). */

@@ -155,6 +155,7 @@ static void push_text(slot *sl, strbuf *content, strbuf *reasoning, int32_t tok,
                       int n_top) {
     srv_event e = {.content = content->s ? content->s : strdup(""),
                    .reasoning = reasoning->s ? reasoning->s : strdup(""),
+                   .tool_calls = textout_take_calls(&sl->tx),
                    .tok = tok,
                    .top = top,
                    .n_top = n_top};
@@ -170,7 +171,7 @@ static void slot_finish(sched *s, slot *sl, srv_finish why) {
     srv_task *t = sl->t;
     strbuf c = {0}, r = {0};
     textout_flush(&sl->tx, &c, &r);
-    if (c.len || r.len) push_text(sl, &c, &r, -1, NULL, NULL, 0);
+    if (c.len || r.len || sl->tx.n_handed < sl->tx.calls.n) push_text(sl, &c, &r, -1, NULL, NULL, 0);
     else sb_free(&c), sb_free(&r);
     double now = now_s();
     char err[256];
@@ -269,6 +270,7 @@ static int slot_start(sched *s, slot *sl, srv_task *t) {
     for (int i = 0; i < t->n_prompt; i++) trit_sampler_accept(sl->smp, t->prompt[i]);
     const int think = t->req.ep == EP_CHAT && t->req.reasoning_format != RF_NONE; /* none: thoughts stay content */
     textout_init(&sl->tx, t->req.stop, t->req.n_stop, think, think && opens_think(s, t));
+    if (t->req.tool_style >= 0) textout_tools(&sl->tx, t->req.tool_style, t->req.tools);
     t->res.n_prompt = t->n_prompt;
     t->res.n_cached = reuse;
     t->res.id_slot = sl->id;
@@ -405,6 +407,10 @@ static void sample_next(sched *s, slot *sl) {
     sl->n_gen++;
     char buf[256];
     int n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 0);
+    if (n == 0 && q->tool_style >= 0) { /* a special token that marks a call is text the parser needs */
+        n = trit_token_to_piece(s->m, tok, buf, sizeof buf, 1);
+        if (n > 0 && !trit_tool_marker((trit_tool_style)q->tool_style, buf, (size_t)n)) n = 0;
+    }
     strbuf c = {0}, r = {0};
     int stopped = textout_push(&sl->tx, buf, n > 0 ? (size_t)n : 0, &c, &r);
     push_text(sl, &c, &r, tok, q->logprobs ? &chosen : NULL, top, n_top);

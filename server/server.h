@@ -3,9 +3,10 @@
  * Layers, each in its own file:
  *   http.c    sockets (libmicrohttpd); one thread per connection, never touches the model
  *   request.c parses a request's JSON body into a srv_req (validation, 400 messages)
- *   reply.c   the JSON replies: errors, whole completions, streaming chunks
- *   routes.c  the endpoints and their dispatch; with request.c and reply.c the only files
- *             that see JSON (routes.h is what the three share)
+ *   reply.c   the JSON replies: errors, whole completions, streaming chunks; responses.c
+ *             those of OpenAI's Responses API (the whole response, its stream's events)
+ *   routes.c  the endpoints and their dispatch; with request.c, reply.c and responses.c the
+ *             only files that see JSON (routes.h is what they share)
  *   sse.c     turns a task's events into Server-Sent-Events frames
  *   sched.c   one scheduler thread owns the sessions and steps every active slot together
  *   task.c    a request in flight: its parameters and its own event queue (slow readers
@@ -92,6 +93,8 @@ typedef struct {
  * input) or Anthropic Messages (system, messages with content blocks). */
 typedef enum { DIALECT_OPENAI, DIALECT_RESPONSES, DIALECT_ANTHROPIC } srv_dialect;
 
+typedef enum { TOOLS_AUTO, TOOLS_NONE, TOOLS_REQUIRED } srv_tool_choice;
+
 typedef struct {
     srv_endpoint ep;
     srv_dialect dialect; /* the shape of the reply: OpenAI's (or native), Responses' or Anthropic's */
@@ -116,6 +119,10 @@ typedef struct {
     int continue_final; /* 0, 1: continue the last message's text, 2: its reasoning */
     int reasoning_format; /* srv_reasoning_format */
     char *tools, *tmpl_vars; /* JSON texts of "tools" and of chat_template_kwargs (plus reasoning_effort) */
+    int tool_choice; /* srv_tool_choice */
+    char *tool_name; /* the function a named tool_choice asks for */
+    int parallel_tool_calls;
+    int tool_style; /* the trit_tool_style replies are parsed in, -1: not parsed (routes.c sets it) */
 } srv_req;
 
 void srv_req_free(srv_req *r);
@@ -134,9 +141,20 @@ typedef struct {
     char **stop;
     int n_stop;
     const char *stopped_by; /* the stop string that matched */
+    /* tool calls (tool_style >= 0): content that may open a call is held in pend; from a call's
+     * opening on, content goes to call, whose whole calls are read into calls */
+    int tool_style, released, in_call, n_handed;
+    const char *tools;
+    strbuf pend, call;
+    trit_tool_calls calls;
 } textout;
 
 void textout_init(textout *t, char **stop, int n_stop, int parse_think, int start_in_think);
+/* Reads tool calls of style (a trit_tool_style) out of the content; tools: the request's. */
+void textout_tools(textout *t, int style, const char *tools);
+/* The calls read since the last call, as a JSON array of OpenAI tool calls ({index, id, type,
+ * function: {name, arguments}}), or NULL when there are none. */
+char *textout_take_calls(textout *t);
 /* Appends a token's text; returns 1 when a stop string ended the text. */
 int textout_push(textout *t, const char *s, size_t n, strbuf *content, strbuf *reasoning);
 /* End of generation: releases everything held back. */
@@ -154,6 +172,7 @@ typedef struct {
 
 typedef struct {
     char *content, *reasoning; /* deltas (may be empty) */
+    char *tool_calls; /* JSON array of the tool calls completed at this step, or NULL */
     int32_t tok; /* -1: no token (text released at the end, or a progress report) */
     tok_prob chosen;
     tok_prob *top;
@@ -199,7 +218,8 @@ typedef struct srv_task {
     int index; /* the choice (n) or batch position of this task in its request */
     struct srv_task *sibling; /* the request's next task; the connection holds them all */
     char *prompt_text; /* the prompt tokens' text, for native replies and __verbose */
-    int thinking_open, text_open; /* Anthropic stream: the content blocks started */
+    int thinking_open, text_open; /* Anthropic and Responses streams: the blocks (items) started */
+    int tool_blocks; /* the tool calls streamed so far (Anthropic tool_use blocks, Responses items) */
 } srv_task;
 
 srv_task *task_new(srv_req *req, int32_t *prompt, int n_prompt); /* takes both */
@@ -217,6 +237,8 @@ void task_finish(srv_task *t, const srv_result *r);
  * 0 on timeout. Events stay owned by the task. */
 int task_wait(srv_task *t, int next, int ms);
 double now_s(void);
+/* prefix and 24 random letters and digits (ids of replies and tool calls). */
+void random_id(char *out, size_t n, const char *prefix, int salt);
 
 /* ---- sched.c ---- */
 typedef struct sched sched;

@@ -1,7 +1,7 @@
 /* sse: a task's events as Server-Sent Events, framed as llama-server frames them: "data: {json}"
  * per chunk, the usage chunk when asked, "data: [DONE]" (not on the native /completion), and a
- * comment line as keep-alive while the stream is silent (a long prompt). Anthropic Messages
- * streams come as named "event:" frames with no [DONE]. */
+ * comment line as keep-alive while the stream is silent (a long prompt). Anthropic Messages and
+ * OpenAI Responses streams come as named "event:" frames with no [DONE]. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +11,7 @@ enum { PH_ROLE, PH_EVENTS, PH_FINISH, PH_USAGE, PH_DONE, PH_END };
 
 static void frame(strbuf *b, char *json) {
     if (!json) return;
-    int framed = !strncmp(json, "event: ", 7); /* Anthropic's events come framed */
+    int framed = !strncmp(json, "event: ", 7); /* Anthropic's and Responses' events come framed */
     if (!framed) sb_add(b, "data: ", 6);
     sb_add(b, json, strlen(json));
     if (!framed) sb_add(b, "\n\n", 2);

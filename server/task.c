@@ -19,7 +19,7 @@ void srv_req_free(srv_req *r) {
         free(m->tool_calls), free(m->name), free(m->tool_call_id);
     }
     free(r->msgs);
-    free(r->tools), free(r->tmpl_vars), free(r->grammar);
+    free(r->tools), free(r->tmpl_vars), free(r->grammar), free(r->tool_name);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     for (int i = 0; i < r->n_bias; i++) free(r->bias[i].text);
@@ -49,7 +49,9 @@ static char **strs_copy(char **v, int n) {
 int srv_req_copy(srv_req *dst, const srv_req *q) {
     *dst = *q;
     dst->msgs = NULL, dst->n_msgs = 0;
-    dst->tools = dst->tmpl_vars = NULL; /* the chat prompt is rendered before copies are made */
+    dst->tmpl_vars = NULL; /* the chat prompt is rendered before copies are made; tools parse replies */
+    dst->tools = q->tools ? strdup(q->tools) : NULL;
+    dst->tool_name = q->tool_name ? strdup(q->tool_name) : NULL;
     dst->prompts = NULL, dst->n_prompts = 0;
     dst->bias = NULL, dst->n_bias = 0;
     dst->stop = q->n_stop ? strs_copy(q->stop, q->n_stop) : NULL;
@@ -60,7 +62,7 @@ int srv_req_copy(srv_req *dst, const srv_req *q) {
     if (nb && dst->logit_bias) memcpy(dst->logit_bias, q->sp.logit_bias, (size_t)nb * sizeof *dst->logit_bias);
     dst->sp.logit_bias = dst->logit_bias;
     if ((q->n_stop && !dst->stop) || (q->n_response_fields && !dst->response_fields) || (nb && !dst->logit_bias) ||
-        (q->grammar && !dst->grammar)) {
+        (q->grammar && !dst->grammar) || (q->tools && !dst->tools) || (q->tool_name && !dst->tool_name)) {
         dst->n_stop = q->n_stop && !dst->stop ? 0 : dst->n_stop;
         dst->n_response_fields = q->n_response_fields && !dst->response_fields ? 0 : dst->n_response_fields;
         srv_req_free(dst);
@@ -90,6 +92,7 @@ srv_task *task_new(srv_req *req, int32_t *prompt, int n_prompt) {
 static void event_free(srv_event *e) {
     free(e->content);
     free(e->reasoning);
+    free(e->tool_calls);
     free(e->chosen.piece);
     for (int i = 0; i < e->n_top; i++) free(e->top[i].piece);
     free(e->top);

@@ -35,6 +35,7 @@
     X(server_shell)  \
     X(server_slots)  \
     X(server_shapes) \
+    X(server_tools)  \
     X(json_schema)   \
     X(toolcall)      \
     X(cli)

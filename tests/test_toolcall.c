@@ -89,6 +89,9 @@ static void test_parse(void) {
                                                                             "end") DS("calls\xe2\x96\x81"
                                                                                       "end"),
          2, "python", "{\"code\":\"z\"}", "get_weather", "{\"location\":\"L\"}"},
+        {TRIT_TOOLS_HERMES, /* arguments written as an encoded JSON text */
+         "<tool_call>\n{\"name\": \"python\", \"arguments\": \"{\\\"code\\\": \\\"e\\\"}\"}\n</tool_call>", 1, "python",
+         "{\"code\":\"e\"}", NULL, NULL},
         {TRIT_TOOLS_GENERIC, "{\"tool_call\": {\"name\": \"python\", \"arguments\": {\"code\": \"w\"}}}", 1, "python",
          "{\"code\":\"w\"}", NULL, NULL},
         {TRIT_TOOLS_GENERIC,
@@ -148,6 +151,8 @@ static void test_scan_and_not_calls(void) {
         {TRIT_TOOLS_LLAMA3, "{\"name\": 3, \"parameters\": {}}"},
         {TRIT_TOOLS_HERMES, "<tool_call>\nnot json\n</tool_call>"},
         {TRIT_TOOLS_MISTRAL, "[TOOL_CALLS][]"},
+        {TRIT_TOOLS_MISTRAL, "[TOOL_CALLS]f[ARGS][1, 2]"}, /* arguments must be an object */
+        {TRIT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"not json\"}\n</tool_call>"},
         {TRIT_TOOLS_QWEN_XML, "<tool_call>\n<function=f>\n<parameter=a>\nx\n</function>"},
     };
     for (size_t i = 0; i < sizeof no / sizeof *no; i++) {

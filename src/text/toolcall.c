@@ -125,14 +125,16 @@ static json_t *json_at(cur *c) {
     return v;
 }
 
+/* A call: arguments are an object, or a string holding one (some models write them encoded). */
 static int push_call(trit_tool_calls *out, const char *name, size_t nlen, json_t *args) {
-    if (!json_is_object(args) && !json_is_string(args)) return -1;
-    trit_tool_call *grown = realloc(out->calls, (size_t)(out->n + 1) * sizeof *grown);
-    if (!grown) return -1;
+    json_t *obj = json_is_string(args)
+        ? json_loadb(json_string_value(args), json_string_length(args), JSON_ALLOW_NUL, NULL)
+        : json_incref(args);
+    char *a = json_is_object(obj) ? json_dumps(obj, JSON_COMPACT) : NULL, *n = a ? malloc(nlen + 1) : NULL;
+    json_decref(obj);
+    trit_tool_call *grown = n ? realloc(out->calls, (size_t)(out->n + 1) * sizeof *grown) : NULL;
+    if (!grown) return free(a), free(n), -1;
     out->calls = grown;
-    char *a = json_is_string(args) ? strdup(json_string_value(args)) : json_dumps(args, JSON_COMPACT);
-    char *n = malloc(nlen + 1);
-    if (!a || !n) return free(a), free(n), -1;
     memcpy(n, name, nlen), n[nlen] = 0;
     out->calls[out->n++] = (trit_tool_call){n, a};
     return 0;
@@ -174,6 +176,7 @@ static int qwen_xml_call(cur *c, json_t *tools, trit_tool_calls *out) {
     if (!lit(c, "<function=")) return -1;
     const char *name = c->p, *gt = memchr(c->p, '>', (size_t)(c->end - c->p));
     if (!gt) return -1;
+    const size_t nlen = (size_t)(gt - name);
     c->p = gt + 1;
     json_t *args = json_object();
     for (;;) {
@@ -192,14 +195,14 @@ static int qwen_xml_call(cur *c, json_t *tools, trit_tool_calls *out) {
         char key[256];
         size_t kl = (size_t)(gt - k) < sizeof key - 1 ? (size_t)(gt - k) : sizeof key - 1;
         memcpy(key, k, kl), key[kl] = 0;
-        const char *type = param_type(tools, name, (size_t)(strchr(name, '>') - name), key);
+        const char *type = param_type(tools, name, nlen, key);
         json_error_t je;
         json_t *val = type && !strcmp(type, "string") ? NULL : json_loadb(v, (size_t)(ve - v), JSON_DECODE_ANY, &je);
         if (!val) val = json_stringn(v, (size_t)(ve - v));
         json_object_set_new(args, key, val ? val : json_null());
         c->p = close + 12;
     }
-    int rc = push_call(out, name, (size_t)(strchr(name, '>') - name), args);
+    int rc = push_call(out, name, nlen, args);
     json_decref(args);
     return rc;
 }

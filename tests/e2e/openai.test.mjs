@@ -1,40 +1,10 @@
 // End to end: the official openai npm client (6.49.0, Node 20) against `trit serve` on loopback.
-// Run by `make e2e` (TRIT_BIN, TRIT_MODEL and OPENAI_DIR come from the Makefile).
+// Run by `make e2e` (TRIT_BIN, TRIT_MODEL and NODE_DIR come from the Makefile).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import net from 'node:net';
-import path from 'node:path';
+import { startServer, stop, clientModule, validates } from './server.mjs';
 
-const require = createRequire(path.resolve(process.env.OPENAI_DIR ?? 'build/node') + '/');
-const OpenAI = require('openai');
-const BIN = process.env.TRIT_BIN ?? 'build/release/trit';
-const MODEL = process.env.TRIT_MODEL ?? '../shared/data/models/stories260K.gguf';
-
-const freePort = () => new Promise((ok, fail) => {
-  const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
-  s.on('error', fail);
-});
-
-// Starts trit serve and waits until /health answers 200.
-async function startServer(extra = []) {
-  const port = await freePort();
-  const proc = spawn(BIN, ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', String(port), '-a', 'tiny',
-    '-np', '4', '-c', '1024', '-t', '1', '--metrics', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  proc.stderr.on('data', (d) => { log += d; });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
-    if (proc.exitCode !== null) throw new Error(`trit serve exited: ${log}`);
-    try { if ((await fetch(`${base}/health`)).status === 200) return { proc, base, log: () => log }; } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  proc.kill();
-  throw new Error(`trit serve did not become healthy: ${log}`);
-}
-
-const stop = (s) => new Promise((r) => { s.proc.once('exit', r); s.proc.kill('SIGTERM'); });
+const OpenAI = clientModule('openai');
 
 let srv, client;
 before(async () => {
@@ -102,7 +72,7 @@ test('concurrent streams all finish', async () => {
 });
 
 test('400 malformed request -> BadRequestError', async () => {
-  await assert.rejects(client.chat.completions.create({ model: 'x', messages: [] }),
+  await assert.rejects(client.chat.completions.create({ model: 'x', messages: [{ role: 'wizard', content: 'x' }] }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.type === 'invalid_request_error');
 });
 
@@ -154,4 +124,123 @@ test('the server is still up after every error, and counts in /metrics', async (
   const m = await (await fetch(`${srv.base}/metrics`)).text();
   assert.match(m, /llamacpp:tokens_predicted_total \d+/);
   assert.match(m, /trit:time_to_first_token_seconds_count [1-9]/);
+});
+
+// Tools, schemas and the Responses API need more context than the slots above have: the tool
+// descriptions go into the prompt of stories260K, whose template (ChatML) has no tool markup.
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'The weather in a city',
+    parameters: { type: 'object', properties: { location: { type: 'string' }, days: { type: 'integer', minimum: 1 } }, required: ['location'] },
+  },
+};
+const python = {
+  type: 'function',
+  function: { name: 'python', parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] } },
+};
+const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+let big, bigClient;
+test('tools, schemas and responses on a server with room for them', async (t) => {
+  big = await startServer(['-c', '4096', '-np', '1']);
+  bigClient = new OpenAI({ baseURL: `${big.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  t.after(() => stop(big));
+
+  await t.test('a forced tool call whose arguments validate against the schema', async () => {
+    const r = await bigClient.chat.completions.create({
+      model: 'x', messages: ask, tools: [weather, python], max_tokens: 300, temperature: 0,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.content, null);
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.equal(call.function.name, 'get_weather');
+    assert.ok(call.id.length > 0);
+    assert.deepEqual(validates(JSON.parse(call.function.arguments), weather.function.parameters), []);
+  });
+
+  await t.test('streamed tool-call deltas assemble into the same call', async () => {
+    const body = { model: 'x', messages: ask, tools: [weather, python], max_tokens: 300, temperature: 0, tool_choice: 'required', parallel_tool_calls: false };
+    const whole = (await bigClient.chat.completions.create(body)).choices[0].message.tool_calls[0];
+    const calls = [];
+    let finish = null;
+    for await (const ch of await bigClient.chat.completions.create({ ...body, stream: true })) {
+      for (const d of ch.choices[0]?.delta?.tool_calls ?? []) {
+        calls[d.index] ??= { id: '', name: '', arguments: '' };
+        if (d.id) calls[d.index].id = d.id;
+        if (d.function?.name) calls[d.index].name += d.function.name;
+        if (d.function?.arguments) calls[d.index].arguments += d.function.arguments;
+      }
+      finish = ch.choices[0]?.finish_reason ?? finish;
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].name, whole.function.name);
+    assert.equal(calls[0].arguments, whole.function.arguments);
+    const schema = calls[0].name === 'python' ? python : weather;
+    assert.deepEqual(validates(JSON.parse(calls[0].arguments), schema.function.parameters), []);
+  });
+
+  await t.test('a tool-result turn renders and gets a reply', async () => {
+    const r = await bigClient.chat.completions.create({
+      model: 'x', max_tokens: 8, temperature: 0, tools: [weather],
+      messages: [...ask,
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"location":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'Sunny, 21 C' }],
+    });
+    assert.equal(r.choices[0].finish_reason, 'length');
+    assert.equal(typeof r.choices[0].message.content, 'string');
+    assert.ok(r.usage.prompt_tokens > 0);
+  });
+
+  await t.test('a json_schema reply validates', async () => {
+    const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 150 } }, required: ['name', 'age'], additionalProperties: false };
+    const r = await bigClient.chat.completions.create({
+      model: 'x', messages: [{ role: 'user', content: 'Tell me about Tim' }], max_tokens: 200, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.deepEqual(validates(JSON.parse(r.choices[0].message.content), schema), []);
+  });
+
+  await t.test('responses.create, whole and streamed', async () => {
+    const body = { model: 'x', input: [{ role: 'system', content: 'Book' }, { role: 'user', content: 'What is the best book' }], max_output_tokens: 8, temperature: 0 };
+    const r = await bigClient.responses.create(body);
+    assert.match(r.id, /^resp_/);
+    assert.equal(r.status, 'completed');
+    assert.match(r.output[0].id, /^msg_/);
+    assert.equal(typeof r.output_text, 'string');
+    let text = '', done = null;
+    for await (const e of await bigClient.responses.create({ ...body, stream: true })) {
+      if (e.type === 'response.output_text.delta') text += e.delta;
+      if (e.type === 'response.completed') done = e.response;
+    }
+    assert.equal(text, r.output_text);
+    assert.equal(done.output_text ?? done.output[0].content[0].text, r.output_text);
+  });
+
+  await t.test('responses with a forced function call', async () => {
+    const tool = { type: 'function', name: 'get_weather', parameters: weather.function.parameters };
+    const r = await bigClient.responses.create({ model: 'x', input: 'Weather in Paris?', tools: [tool], tool_choice: 'required', max_output_tokens: 300, temperature: 0 });
+    const fc = r.output.find((o) => o.type === 'function_call');
+    assert.ok(fc, JSON.stringify(r.output));
+    assert.equal(fc.name, 'get_weather');
+    assert.deepEqual(validates(JSON.parse(fc.arguments), tool.parameters), []);
+    // the SDK's stream helper assembles the same call from the events
+    const final = await bigClient.responses.stream({ model: 'x', input: 'Weather in Paris?', tools: [tool], tool_choice: 'required', max_output_tokens: 300, temperature: 0 }).finalResponse();
+    const sfc = final.output.find((o) => o.type === 'function_call');
+    assert.equal(sfc.name, fc.name);
+    assert.equal(sfc.arguments, fc.arguments);
+  });
+
+  await t.test('the responses stream helper assembles the text', async () => {
+    const body = { model: 'x', input: 'Once upon a time', max_output_tokens: 8, temperature: 0 };
+    const whole = await bigClient.responses.create(body);
+    const final = await bigClient.responses.stream(body).finalResponse();
+    assert.equal(final.output_text, whole.output_text);
+  });
 });
