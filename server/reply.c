@@ -37,6 +37,15 @@ json_t *error_obj(int status, const char *type, const char *msg) {
     return json_pack("{s:{s:i,s:s,s:s}}", "error", "code", status, "message", msg, "type", type);
 }
 
+void anthropic_error(route_reply *r) {
+    json_t *j = r->body ? json_loads(r->body, 0, NULL) : NULL;
+    char *s = NULL;
+    if (json_is_object(json_object_get(j, "error")) && !json_object_get(j, "type") &&
+        !json_object_set_new(j, "type", json_string("error")) && (s = json_dumps(j, JSON_COMPACT)))
+        free(r->body), r->body = s;
+    json_decref(j);
+}
+
 void route_error(route_reply *r, int status, const char *msg) {
     reply_json(r, status, error_obj(status, error_type(status), msg));
 }
@@ -434,8 +443,8 @@ static char *anthropic_chunk(server *sv, srv_task *t, int i) {
         sse_event(&b, "ping", json_pack("{s:s}", "type", "ping")); /* as Anthropic's API sends one */
     } else if (i == -1 && t->res.finish == FINISH_ERROR) {
         json_t *err = error_json(&t->res);
-        sse_event(&b, "error", json_incref(json_object_get(err, "error")));
-        json_decref(err);
+        json_object_set_new(err, "type", json_string("error"));
+        sse_event(&b, "error", err);
     } else if (i == -1) {
         /* blocks close in index order: thinking (always first) signed, then text and tool_use */
         if (t->thinking_open) block_delta(&b, 0, "signature_delta", "signature", json_string("")), block_stop(&b, 0);
@@ -597,8 +606,10 @@ void route_await(server *sv, route_reply *r, int (*alive)(void *), void *ctx) {
         const srv_result *err = NULL;
         for (srv_task *t = head; t && !err; t = t->sibling)
             if (t->res.finish == FINISH_ERROR) err = &t->res;
-        if (err) reply_json(r, err->err_status ? err->err_status : 500, error_json(err));
-        else {
+        if (err) {
+            reply_json(r, err->err_status ? err->err_status : 500, error_json(err));
+            if (head->req.dialect == DIALECT_ANTHROPIC) anthropic_error(r);
+        } else {
             r->status = 200;
             r->ctype = "application/json; charset=utf-8";
             r->body = route_final_json(sv, head);

@@ -528,9 +528,8 @@ const char *route_cors(const server *sv, const char *origin) {
     return NULL;
 }
 
-void route_request(server *sv, const char *method, const char *url, const route_headers *h, const char *body,
-                   size_t len, route_reply *r) {
-    memset(r, 0, sizeof *r);
+static void dispatch(server *sv, const char *method, const char *url, const route_headers *h, const char *body,
+                     size_t len, route_reply *r) {
     char path[256];
     size_t pl = strcspn(url, "?");
     snprintf(path, sizeof path, "%.*s", (int)(pl < sizeof path ? pl : sizeof path - 1), url);
@@ -564,4 +563,13 @@ void route_request(server *sv, const char *method, const char *url, const route_
     if (post && !strncmp(path, "/slots/", 7)) return slot_action_route(sv, path, query, body, len, r);
     if (get && !strcmp(path, "/metrics")) return metrics(sv, r);
     route_error(r, 404, "File Not Found");
+}
+
+void route_request(server *sv, const char *method, const char *url, const route_headers *h, const char *body,
+                   size_t len, route_reply *r) {
+    memset(r, 0, sizeof *r);
+    dispatch(sv, method, url, h, body, len, r);
+    size_t pl = strcspn(url, "?");
+    if (r->status >= 400 && pl >= 9 && (!strncmp(url + pl - 9, "/messages", 9) || strstr(url, "/messages/")))
+        anthropic_error(r); /* Anthropic's clients read {"type": "error", "error": {...}} */
 }

@@ -28,6 +28,8 @@ int opt_bool(json_t *o, const char *k, int *out, perr *e);
 void reply_json(route_reply *r, int status, json_t *j);
 /* {"error":{"code","message","type"}} */
 json_t *error_obj(int status, const char *type, const char *msg);
+/* An error reply in Anthropic's shape as well: "type": "error" beside llama-server's "error". */
+void anthropic_error(route_reply *r);
 /* route_error with a formatted message. */
 void errorf(route_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A JSON string of s (NULL reads as ""), invalid UTF-8 replaced by U+FFFD. */

@@ -298,6 +298,7 @@ static void test_count_dialects(void) {
     json_t *e = post(sv, "/v1/messages/count_tokens",
                      "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\"}]}]}", 400);
     check_error(e, 400, "invalid_request_error");
+    CHECK(str(e, "type") && !strcmp(str(e, "type"), "error"));
     json_decref(e);
     e = post(sv, "/v1/responses/input_tokens", "{\"input\":[{\"type\":\"function_call\"}]}", 400);
     check_error(e, 400, "invalid_request_error");
@@ -383,6 +384,7 @@ static void test_anthropic(void) {
     json_t *e =
         post(sv, "/v1/messages", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 500);
     check_error(e, 500, "server_error"); /* llama-server's answer to an image without a projector */
+    CHECK(str(e, "type") && !strcmp(str(e, "type"), "error")); /* and Anthropic's shape around it */
     json_decref(e), json_decref(a), json_decref(b);
     close_server(sv);
 }
