@@ -20,15 +20,31 @@ else
 endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS  := -ljansson -lutf8proc -lmicrohttpd -lcurl -lm -lpthread
+LDLIBS   = -ljansson -lutf8proc -lmicrohttpd -lcurl -lm -lpthread $(LDLIBS_VK)
 # line editing for trit chat; the library does not need it
 CLI_LDLIBS := -ledit
 
 LIB_SRC  := $(shell find src -name '*.c' | sort)
+# The Vulkan backend, when the loader's headers and glslc are here (VULKAN=0 leaves it out): its
+# shaders compiled to SPIR-V and embedded as one generated table; the loader is opened at run time.
+VULKAN   ?= $(shell pkg-config --exists vulkan 2>/dev/null && command -v glslc >/dev/null 2>&1 && echo 1)
+VK_DIR   := src/backend/vulkan
+ifeq ($(VULKAN),1)
+VK_MATVEC := F32 F16 BF16 Q8_0 Q1_0 Q2_0 PQ2_0 TQ2_0 TQ1_0 PTQ1_0
+VK_SPV    := $(VK_MATVEC:%=$(BUILD)/spirv/matvec_%.spv)
+EXTRA_DEFS += -DTRIT_VULKAN
+LDLIBS_VK := -ldl
+else
+LIB_SRC  := $(filter-out $(VK_DIR)/%,$(LIB_SRC))
+VK_TEST_OUT := tests/test_vulkan.c
+endif
 CLI_SRC  := $(wildcard cli/*.c)
 SRV_SRC  := $(wildcard server/*.c)
-TEST_SRC := $(wildcard tests/*.c)
+TEST_SRC := $(filter-out $(VK_TEST_OUT),$(wildcard tests/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+ifeq ($(VULKAN),1)
+LIB_OBJ  += $(BUILD)/spirv/table.o
+endif
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
@@ -57,6 +73,17 @@ endif
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) $(ISA) $(EXTRA_DEFS) -c $< -o $@
+
+# each shader variant: matvec.comp once per weight type
+$(BUILD)/spirv/matvec_%.spv: $(VK_DIR)/shaders/matvec.comp
+	@mkdir -p $(dir $@)
+	glslc --target-env=vulkan1.1 -O -DT_$* -fshader-stage=compute $< -o $@
+
+$(BUILD)/spirv/table.c: $(VK_SPV) $(VK_DIR)/shaders/embed.py
+	python3 $(VK_DIR)/shaders/embed.py $@ $(VK_SPV)
+
+$(BUILD)/spirv/table.o: $(BUILD)/spirv/table.c
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 # the build line of trit bench names the commit
 $(BUILD)/cli/bench.o: CFLAGS += -DTRIT_BUILD_COMMIT='"$(COMMIT)"'

@@ -8,6 +8,11 @@
 
 /* One suite per line, so that branches adding suites merge cleanly; a build may define SUITES
  * itself to run fewer (the aarch64 cross test runs the kernels suite alone). */
+#ifdef TRIT_VULKAN /* the Vulkan kernels exist only in a build with the loader's headers and glslc */
+#define VULKAN_SUITES(X) X(vulkan)
+#else
+#define VULKAN_SUITES(X)
+#endif
 #ifndef SUITES
 #define SUITES(X)    \
     X(util)          \
@@ -38,6 +43,7 @@
     X(server_tools)  \
     X(json_schema)   \
     X(toolcall)      \
+    VULKAN_SUITES(X) \
     X(cli)
 #endif
 #define DECLARE(s) extern const test_case s##_tests[];

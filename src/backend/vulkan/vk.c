@@ -1,0 +1,376 @@
+/* vk: the Vulkan device layer. The loader is opened at run time (dlopen), so a binary built with
+ * Vulkan still starts, and runs on the CPU, where there is none. */
+#define VK_NO_PROTOTYPES
+#include "backend/vulkan/vk.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vulkan/vulkan.h>
+
+#include "backend/vulkan/spirv.h"
+#include "types/types.h"
+
+/* The entry points used, by level: the loader's, the instance's, the device's. */
+// clang-format off
+#define VK_GLOBAL_FNS(X) X(vkCreateInstance)
+#define VK_INSTANCE_FNS(X) \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) \
+    X(vkCreateDevice) X(vkGetDeviceProcAddr)
+#define VK_DEVICE_FNS(X) \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) \
+    X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) \
+    X(vkMapMemory) X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateDescriptorSetLayout) \
+    X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) \
+    X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateDescriptorPool) \
+    X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) \
+    X(vkResetDescriptorPool) X(vkCreateCommandPool) X(vkDestroyCommandPool) \
+    X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer) \
+    X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) \
+    X(vkCmdDispatch) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) \
+    X(vkResetFences)
+// clang-format on
+
+#define VK_DECLARE(fn) PFN_##fn fn;
+typedef struct {
+    VK_GLOBAL_FNS(VK_DECLARE)
+    VK_INSTANCE_FNS(VK_DECLARE)
+    VK_DEVICE_FNS(VK_DECLARE)
+} vk_fns;
+
+#define MAX_PIPES 32
+
+typedef struct {
+    const char *name;
+    VkPipeline pipe;
+} vk_pipe;
+
+struct vk_ctx {
+    void *lib;
+    vk_fns f;
+    VkInstance inst;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceMemoryProperties mem;
+    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t family;
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkDescriptorPool pool;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    vk_pipe pipes[MAX_PIPES];
+    int n_pipes;
+};
+
+struct vk_buf {
+    vk_ctx *c;
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    void *map;
+    size_t bytes;
+};
+
+static int vk_fail(trit_err *err, const char *what, VkResult r) { return fail(err, "vulkan: %s failed (%d)", what, r); }
+
+/* The loader and an instance; the physical devices in *devs (malloc'd). */
+static int open_instance(vk_ctx *c, VkPhysicalDevice **devs, uint32_t *n, trit_err *err) {
+    c->lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib) return fail(err, "vulkan: no loader (libvulkan.so.1): %s", dlerror());
+    PFN_vkGetInstanceProcAddr gipa;
+    *(void **)&gipa = dlsym(c->lib, "vkGetInstanceProcAddr");
+    if (!gipa) return fail(err, "vulkan: the loader has no vkGetInstanceProcAddr");
+#define VK_LOAD_GLOBAL(fn) c->f.fn = (PFN_##fn)gipa(NULL, #fn);
+    VK_GLOBAL_FNS(VK_LOAD_GLOBAL)
+    if (!c->f.vkCreateInstance) return fail(err, "vulkan: the loader has no vkCreateInstance");
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "trit", .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+    VkResult r = c->f.vkCreateInstance(&ici, NULL, &c->inst);
+    if (r != VK_SUCCESS) return vk_fail(err, "vkCreateInstance", r);
+#define VK_LOAD_INSTANCE(fn) \
+    if (!(c->f.fn = (PFN_##fn)gipa(c->inst, #fn))) return fail(err, "vulkan: no %s", #fn);
+    VK_INSTANCE_FNS(VK_LOAD_INSTANCE)
+    if ((r = c->f.vkEnumeratePhysicalDevices(c->inst, n, NULL)) != VK_SUCCESS) return vk_fail(err, "enumerate", r);
+    if (!*n) return fail(err, "vulkan: no device");
+    if (!(*devs = calloc(*n, sizeof **devs))) return fail(err, "out of memory");
+    if ((r = c->f.vkEnumeratePhysicalDevices(c->inst, n, *devs)) < 0) return vk_fail(err, "enumerate", r);
+    return 0;
+}
+
+/* The device index the environment asks for (TRIT_VK_DEVICE, else GGML_VK_VISIBLE_DEVICES's
+ * first entry), else 0. */
+static int env_index(void) {
+    const char *e = getenv("TRIT_VK_DEVICE");
+    if (!e || !*e) e = getenv("GGML_VK_VISIBLE_DEVICES");
+    return e && *e >= '0' && *e <= '9' ? atoi(e) : 0;
+}
+
+static int open_device(vk_ctx *c, trit_err *err) {
+    uint32_t nq = 0;
+    c->f.vkGetPhysicalDeviceQueueFamilyProperties(c->phys, &nq, NULL);
+    VkQueueFamilyProperties qf[16];
+    nq = nq < 16 ? nq : 16;
+    c->f.vkGetPhysicalDeviceQueueFamilyProperties(c->phys, &nq, qf);
+    c->family = UINT32_MAX;
+    for (uint32_t i = 0; i < nq && c->family == UINT32_MAX; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) c->family = i;
+    if (c->family == UINT32_MAX) return fail(err, "vulkan: %s has no compute queue", c->name);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = c->family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    VkResult r = c->f.vkCreateDevice(c->phys, &dci, NULL, &c->dev);
+    if (r != VK_SUCCESS) return vk_fail(err, "vkCreateDevice", r);
+#define VK_LOAD_DEVICE(fn) \
+    if (!(c->f.fn = (PFN_##fn)c->f.vkGetDeviceProcAddr(c->dev, #fn))) return fail(err, "vulkan: no %s", #fn);
+    VK_DEVICE_FNS(VK_LOAD_DEVICE)
+    c->f.vkGetDeviceQueue(c->dev, c->family, 0, &c->queue);
+    c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->mem);
+    return 0;
+}
+
+/* What every kernel shares: a layout of three storage buffers and 16 bytes of push constants, a
+ * descriptor pool, one command buffer and its fence. */
+static int open_shared(vk_ctx *c, trit_err *err) {
+    VkDescriptorSetLayoutBinding b[3];
+    for (int i = 0; i < 3; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1,
+                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dl = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3, .pBindings = b};
+    VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 16};
+    VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .setLayoutCount = 1,
+                                     .pSetLayouts = &c->dsl,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &pc};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3 * 64};
+    VkDescriptorPoolCreateInfo dp = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 64, .poolSizeCount = 1, .pPoolSizes = &ps};
+    VkCommandPoolCreateInfo cp = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = c->family};
+    VkFenceCreateInfo fc = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkResult r;
+    if ((r = c->f.vkCreateDescriptorSetLayout(c->dev, &dl, NULL, &c->dsl)) ||
+        (r = c->f.vkCreatePipelineLayout(c->dev, &pl, NULL, &c->layout)) ||
+        (r = c->f.vkCreateDescriptorPool(c->dev, &dp, NULL, &c->pool)) ||
+        (r = c->f.vkCreateCommandPool(c->dev, &cp, NULL, &c->cmd_pool)) ||
+        (r = c->f.vkCreateFence(c->dev, &fc, NULL, &c->fence)))
+        return vk_fail(err, "creating the shared objects", r);
+    VkCommandBufferAllocateInfo ca = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = c->cmd_pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    if ((r = c->f.vkAllocateCommandBuffers(c->dev, &ca, &c->cmd))) return vk_fail(err, "vkAllocateCommandBuffers", r);
+    return 0;
+}
+
+vk_ctx *vk_open(int index, trit_err *err) {
+    vk_ctx *c = calloc(1, sizeof *c);
+    VkPhysicalDevice *devs = NULL;
+    uint32_t n = 0;
+    if (!c) return fail(err, "out of memory"), NULL;
+    int rc = open_instance(c, &devs, &n, err);
+    if (!rc) {
+        if (index < 0) index = env_index();
+        if ((uint32_t)index >= n) rc = fail(err, "vulkan: no device %d (%u found)", index, n);
+    }
+    if (!rc) {
+        c->phys = devs[index];
+        VkPhysicalDeviceProperties pr;
+        c->f.vkGetPhysicalDeviceProperties(c->phys, &pr);
+        snprintf(c->name, sizeof c->name, "%s", pr.deviceName);
+        rc = open_device(c, err) || open_shared(c, err) ? -1 : 0;
+    }
+    free(devs);
+    if (rc) return vk_close(c), NULL;
+    return c;
+}
+
+void vk_close(vk_ctx *c) {
+    if (!c) return;
+    if (c->dev) {
+        for (int i = 0; i < c->n_pipes; i++) c->f.vkDestroyPipeline(c->dev, c->pipes[i].pipe, NULL);
+        if (c->fence) c->f.vkDestroyFence(c->dev, c->fence, NULL);
+        if (c->cmd_pool) c->f.vkDestroyCommandPool(c->dev, c->cmd_pool, NULL);
+        if (c->pool) c->f.vkDestroyDescriptorPool(c->dev, c->pool, NULL);
+        if (c->layout) c->f.vkDestroyPipelineLayout(c->dev, c->layout, NULL);
+        if (c->dsl) c->f.vkDestroyDescriptorSetLayout(c->dev, c->dsl, NULL);
+        c->f.vkDestroyDevice(c->dev, NULL);
+    }
+    if (c->inst) c->f.vkDestroyInstance(c->inst, NULL);
+    if (c->lib) dlclose(c->lib);
+    free(c);
+}
+
+const char *vk_device_name(const vk_ctx *c) { return c->name; }
+
+int vk_list_devices(char *buf, size_t n, trit_err *err) {
+    vk_ctx c = {0};
+    VkPhysicalDevice *devs = NULL;
+    uint32_t nd = 0;
+    int rc = open_instance(&c, &devs, &nd, err);
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    for (uint32_t i = 0; !rc && i < nd; i++) {
+        VkPhysicalDeviceProperties pr;
+        c.f.vkGetPhysicalDeviceProperties(devs[i], &pr);
+        int k = snprintf(buf + used, used < n ? n - used : 0, "%u: %s\n", i, pr.deviceName);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    free(devs);
+    if (c.inst) c.f.vkDestroyInstance(c.inst, NULL);
+    if (c.lib) dlclose(c.lib);
+    return rc;
+}
+
+/* ---- buffers ---- */
+
+vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err) {
+    vk_buf *b = calloc(1, sizeof *b);
+    if (!b) return fail(err, "out of memory"), NULL;
+    b->c = c, b->bytes = bytes;
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = (bytes + 3) / 4 * 4 + 4 * !bytes, /* the shaders read words */
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &b->buf);
+    if (r) return vk_fail(err, "vkCreateBuffer", r), vk_buf_free(b), NULL;
+    VkMemoryRequirements req;
+    c->f.vkGetBufferMemoryRequirements(c->dev, b->buf, &req);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    uint32_t type = UINT32_MAX;
+    for (uint32_t i = 0; i < c->mem.memoryTypeCount && type == UINT32_MAX; i++)
+        if ((req.memoryTypeBits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & want) == want) type = i;
+    if (type == UINT32_MAX)
+        return fail(err, "vulkan: %s has no host-visible memory for buffers", c->name), vk_buf_free(b), NULL;
+    VkMemoryAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    if ((r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem)))
+        return fail(err, "vulkan: out of device memory for %zu bytes (%d)", bytes, r), vk_buf_free(b), NULL;
+    if ((r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0)) ||
+        (r = c->f.vkMapMemory(c->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)))
+        return vk_fail(err, "mapping a buffer", r), vk_buf_free(b), NULL;
+    return b;
+}
+
+void vk_buf_free(vk_buf *b) {
+    if (!b) return;
+    if (b->buf) b->c->f.vkDestroyBuffer(b->c->dev, b->buf, NULL);
+    if (b->mem) b->c->f.vkFreeMemory(b->c->dev, b->mem, NULL); /* unmaps it */
+    free(b);
+}
+
+void *vk_buf_map(vk_buf *b) { return b->map; }
+size_t vk_buf_size(const vk_buf *b) { return b->bytes; }
+
+/* ---- pipelines and dispatch ---- */
+
+static VkPipeline pipeline(vk_ctx *c, const char *name, trit_err *err) {
+    for (int i = 0; i < c->n_pipes; i++)
+        if (!strcmp(c->pipes[i].name, name)) return c->pipes[i].pipe;
+    const vk_spirv *s = NULL;
+    for (int i = 0; i < vk_spirv_count && !s; i++)
+        if (!strcmp(vk_spirv_table[i].name, name)) s = &vk_spirv_table[i];
+    if (!s) return fail(err, "vulkan: no shader %s", name), VK_NULL_HANDLE;
+    if (c->n_pipes == MAX_PIPES) return fail(err, "vulkan: too many pipelines"), VK_NULL_HANDLE;
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = s->bytes, .pCode = s->code};
+    VkShaderModule mod;
+    VkResult r = c->f.vkCreateShaderModule(c->dev, &mi, NULL, &mod);
+    if (r) return vk_fail(err, "vkCreateShaderModule", r), VK_NULL_HANDLE;
+    VkComputePipelineCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                                .module = mod,
+                                                .pName = "main"},
+                                      .layout = c->layout};
+    VkPipeline p;
+    r = c->f.vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &pi, NULL, &p);
+    c->f.vkDestroyShaderModule(c->dev, mod, NULL);
+    if (r) return vk_fail(err, "vkCreateComputePipelines", r), VK_NULL_HANDLE;
+    c->pipes[c->n_pipes++] = (vk_pipe){s->name, p};
+    return p;
+}
+
+/* Runs shader `name` over groups workgroups (spread over x and y: at most 65535 a dimension)
+ * with the buffers bound 0, 1, 2 and push constants pc, and waits. */
+static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], const void *pc, size_t pc_bytes,
+                    uint32_t groups, trit_err *err) {
+    VkPipeline p = pipeline(c, name, err);
+    if (!p) return -1;
+    VkDescriptorSet set;
+    VkDescriptorSetAllocateInfo sa = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = c->pool,
+                                      .descriptorSetCount = 1,
+                                      .pSetLayouts = &c->dsl};
+    VkResult r = c->f.vkAllocateDescriptorSets(c->dev, &sa, &set);
+    if (r) return vk_fail(err, "vkAllocateDescriptorSets", r);
+    VkDescriptorBufferInfo bi[3];
+    VkWriteDescriptorSet wr[3];
+    for (int i = 0; i < 3; i++) {
+        bi[i] = (VkDescriptorBufferInfo){.buffer = bufs[i]->buf, .range = VK_WHOLE_SIZE};
+        wr[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                       .dstSet = set,
+                                       .dstBinding = (uint32_t)i,
+                                       .descriptorCount = 1,
+                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                       .pBufferInfo = &bi[i]};
+    }
+    c->f.vkUpdateDescriptorSets(c->dev, 3, wr, 0, NULL);
+    VkCommandBufferBeginInfo cb = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    uint32_t gx = groups < 65535 ? groups : 65535, gy = (groups + gx - 1) / gx;
+    c->f.vkResetCommandBuffer(c->cmd, 0);
+    c->f.vkBeginCommandBuffer(c->cmd, &cb);
+    c->f.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    c->f.vkCmdBindDescriptorSets(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0, NULL);
+    c->f.vkCmdPushConstants(c->cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)pc_bytes, pc);
+    c->f.vkCmdDispatch(c->cmd, gx, gy ? gy : 1, 1);
+    c->f.vkEndCommandBuffer(c->cmd);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
+    if ((r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence))) return vk_fail(err, "vkQueueSubmit", r);
+    r = c->f.vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+    c->f.vkResetFences(c->dev, 1, &c->fence);
+    c->f.vkResetDescriptorPool(c->dev, c->pool, 0);
+    if (r == VK_ERROR_DEVICE_LOST) return fail(err, "vulkan: the device %s was lost", c->name);
+    return r ? vk_fail(err, "vkWaitForFences", r) : 0;
+}
+
+/* ---- kernels ---- */
+
+static const uint32_t matvec_types[] = {TYPE_F32,  TYPE_F16,   TYPE_BF16,  TYPE_Q8_0,  TYPE_Q1_0,
+                                        TYPE_Q2_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_PTQ1_0};
+
+int vk_matvec_supported(uint32_t type) {
+    for (size_t i = 0; i < sizeof matvec_types / sizeof *matvec_types; i++)
+        if (matvec_types[i] == type) return 1;
+    return 0;
+}
+
+int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, vk_buf *y,
+              trit_err *err) {
+    const type_traits *tt = type_get(type);
+    if (!tt || !vk_matvec_supported(type)) return fail(err, "vulkan: no matrix-vector kernel for %s", type_name(type));
+    const uint64_t rb = type_row_bytes(type, cols);
+    if (rows <= 0 || !rb || rb > UINT32_MAX / (uint64_t)rows)
+        return fail(err, "vulkan: a %d x %d %s matrix is out of range", rows, cols, tt->name);
+    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)cols * 4 || vk_buf_size(y) < (size_t)rows * 4)
+        return fail(err, "vulkan: a matvec buffer is too small");
+    char name[32];
+    snprintf(name, sizeof name, "matvec_%s", tt->name);
+    const uint32_t pc[4] = {(uint32_t)rows, (uint32_t)cols, (uint32_t)rb, 0};
+    const vk_buf *bufs[3] = {w, x, y};
+    return dispatch(c, name, bufs, pc, sizeof pc, (uint32_t)rows, err);
+}
