@@ -31,7 +31,8 @@ VULKAN   ?= $(shell pkg-config --exists vulkan 2>/dev/null && command -v glslc >
 VK_DIR   := src/backend/vulkan
 ifeq ($(VULKAN),1)
 VK_MATVEC := F32 F16 BF16 Q8_0 Q1_0 Q2_0 PQ2_0 TQ2_0 TQ1_0 PTQ1_0
-VK_SPV    := $(VK_MATVEC:%=$(BUILD)/spirv/matvec_%.spv)
+VK_SPV    := $(VK_MATVEC:%=$(BUILD)/spirv/matvec_%.spv) \
+             $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/spirv/%.spv,$(filter-out %/matvec.comp,$(wildcard $(VK_DIR)/shaders/*.comp)))
 EXTRA_DEFS += -DTRIT_VULKAN
 LDLIBS_VK := -ldl
 else
@@ -74,10 +75,15 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) $(ISA) $(EXTRA_DEFS) -c $< -o $@
 
-# each shader variant: matvec.comp once per weight type
+# matvec.comp once per weight type
 $(BUILD)/spirv/matvec_%.spv: $(VK_DIR)/shaders/matvec.comp
 	@mkdir -p $(dir $@)
 	glslc --target-env=vulkan1.1 -O -DT_$* -fshader-stage=compute $< -o $@
+
+# the other shaders, one variant each
+$(BUILD)/spirv/%.spv: $(VK_DIR)/shaders/%.comp
+	@mkdir -p $(dir $@)
+	glslc --target-env=vulkan1.1 -O -fshader-stage=compute $< -o $@
 
 $(BUILD)/spirv/table.c: $(VK_SPV) $(VK_DIR)/shaders/embed.py
 	python3 $(VK_DIR)/shaders/embed.py $@ $(VK_SPV)

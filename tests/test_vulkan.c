@@ -2,14 +2,18 @@
  * CI): matrix x vector for every weight type it takes, on random rows, all-zero groups and
  * extreme scales, row lengths of the real models, and more rows than one dispatch dimension. The
  * reference is the type's decoder followed by a dot product in double; the kernel accumulates in
- * f32 in another order, so it must agree within 1e-5 of the sum of |w x|. */
+ * f32 in another order, so it must agree within 1e-5 of the sum of |w x|. The vector kernels
+ * (rmsnorm, swiglu, add, rope) against the CPU's scalar set and ops.h, alone and recorded into
+ * one run. */
 #include "test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/ops.h"
 #include "backend/vulkan/vk.h"
+#include "kernels/kernels.h"
 #include "types/types.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -101,8 +105,102 @@ static void test_matvec_shapes_and_refusals(void) {
     CHECK(!vk_open(99, &e) && strstr(e.msg, "no device 99"));
 }
 
+/* A buffer of n f32 holding v (NULL: random values). */
+static vk_buf *floats(vk_ctx *c, const float *v, size_t n) {
+    trit_err e;
+    vk_buf *b = vk_buf_new(c, n * sizeof(float), &e);
+    float *m = b ? vk_buf_map(b) : NULL;
+    for (size_t i = 0; m && i < n; i++) m[i] = v ? v[i] : frand() * 4.0f;
+    return b;
+}
+
+/* The largest |a - b| relative to max(1, |b|) over n values. */
+static double worst(const float *a, const float *b, size_t n) {
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+        w = d > w ? d : w;
+    }
+    return w;
+}
+
+static void test_vector_kernels(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    const kernel_set *ref = kernels_variant("scalar");
+    REQUIRE(ref);
+    enum { ROWS = 3, N = 2560 };
+    trit_err e;
+    vk_buf *x = floats(c, NULL, ROWS * N), *w = floats(c, NULL, N), *y = floats(c, NULL, ROWS * N);
+    REQUIRE(x && w && y);
+    float want[ROWS * N];
+    const float *xs = vk_buf_map(x), *ws = vk_buf_map(w), *ys = vk_buf_map(y);
+    for (int pass = 0; pass < 2; pass++) { /* with the norm's weight and without */
+        CHECK(vk_rmsnorm(c, x, pass ? NULL : w, y, ROWS, N, 1e-6f, &e) == 0);
+        for (int r = 0; r < ROWS; r++) ref->rmsnorm(want + r * N, xs + r * N, pass ? NULL : ws, N, 1e-6f);
+        CHECKF(worst(ys, want, ROWS * N) < 2e-6, "rmsnorm (weight %d): %g", !pass, worst(ys, want, ROWS * N));
+    }
+    /* swiglu and add: y = silu(y) * x, then y += x */
+    memcpy(want, ys, sizeof want);
+    CHECK(vk_swiglu(c, y, x, ROWS * N, &e) == 0);
+    ref->swiglu(want, xs, ROWS * N);
+    CHECKF(worst(ys, want, ROWS * N) < 1e-6, "swiglu: %g", worst(ys, want, ROWS * N));
+    memcpy(want, ys, sizeof want);
+    CHECK(vk_add(c, y, x, ROWS * N, &e) == 0);
+    for (int i = 0; i < ROWS * N; i++) want[i] += xs[i];
+    CHECKF(worst(ys, want, ROWS * N) == 0, "add: %g", worst(ys, want, ROWS * N));
+    /* rope: both pairings, a partial rotation, positions to 4095 (angles past 4000 radians, which
+     * the device reduces by 2 pi before its cos and sin): within a few ulp */
+    static const struct {
+        int heads, dim, rot, pos, neox;
+    } ropes[] = {{8, 128, 128, 0, 0}, {8, 128, 128, 17, 1}, {4, 64, 32, 300, 0}, {2, 128, 64, 4095, 1}};
+    for (size_t k = 0; k < sizeof ropes / sizeof *ropes; k++) {
+        const size_t off = 7, n = (size_t)ropes[k].heads * ropes[k].dim;
+        memcpy(want, xs + off, n * sizeof *want);
+        CHECK(vk_rope(c, x, off, ropes[k].heads, ropes[k].dim, ropes[k].rot, ropes[k].pos, 10000.0f, ropes[k].neox,
+                      &e) == 0);
+        rope(want, ropes[k].heads, ropes[k].dim, ropes[k].rot, ropes[k].pos, 10000.0f,
+             ropes[k].neox ? ROPE_NEOX : ROPE_NORM);
+        CHECKF(worst(xs + off, want, n) < 2e-6, "rope case %zu: %g", k, worst(xs + off, want, n));
+    }
+    vk_buf_free(x), vk_buf_free(w), vk_buf_free(y);
+    vk_close(c);
+}
+
+/* Kernels recorded into one run give what they give one by one; a kernel that cannot be recorded
+ * is reported by vk_run, and the context runs on. */
+static void test_recorded_run(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    enum { N = 4096 };
+    trit_err e;
+    vk_buf *x = floats(c, NULL, N), *y = floats(c, NULL, N), *z = floats(c, NULL, N);
+    REQUIRE(x && y && z);
+    float start[N], alone[N];
+    memcpy(start, vk_buf_map(y), sizeof start);
+    /* one by one, then the same chain recorded: norm, swiglu with x, add x, rope */
+    for (int rec = 0; rec < 2; rec++) {
+        memcpy(vk_buf_map(y), start, sizeof start);
+        CHECK(!rec || vk_begin(c, &e) == 0);
+        CHECK(vk_rmsnorm(c, y, NULL, z, 1, N, 1e-5f, &e) == 0 && vk_swiglu(c, z, x, N, &e) == 0 &&
+              vk_add(c, z, x, N, &e) == 0 && vk_rope(c, z, 0, 32, 128, 128, 5, 10000.0f, 0, &e) == 0);
+        CHECK(!rec || vk_run(c, &e) == 0);
+        if (!rec) memcpy(alone, vk_buf_map(z), sizeof alone);
+    }
+    CHECK(!memcmp(alone, vk_buf_map(z), sizeof alone));
+    CHECK(vk_begin(c, &e) == 0 && vk_begin(c, &e) == -1 && strstr(e.msg, "already recording"));
+    CHECK(vk_add(c, z, x, N, &e) == 0 && vk_matvec(c, TYPE_Q8_0, x, 1, 32, x, z, &e) == 0);
+    CHECK(vk_rope(c, z, 0, 1, 2, 3, 0, 1.0f, 0, &e) == -1); /* refused at once: out of range */
+    CHECK(vk_run(c, &e) == 0 && vk_run(c, &e) == -1 && strstr(e.msg, "nothing is recorded"));
+    CHECK(vk_add(c, z, x, N, &e) == 0); /* and on it goes */
+    vk_buf_free(x), vk_buf_free(y), vk_buf_free(z);
+    vk_close(c);
+}
+
 const test_case vulkan_tests[] = {
     {"matvec_types", test_matvec_types},
     {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
+    {"vector_kernels", test_vector_kernels},
+    {"recorded_run", test_recorded_run},
     {0},
 };

@@ -4,6 +4,7 @@
 #include "backend/vulkan/vk.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@
     X(vkResetDescriptorPool) X(vkCreateCommandPool) X(vkDestroyCommandPool) \
     X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer) \
     X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) \
-    X(vkCmdDispatch) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) \
+    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) \
     X(vkResetFences)
 // clang-format on
 
@@ -41,6 +42,8 @@ typedef struct {
 } vk_fns;
 
 #define MAX_PIPES 32
+#define MAX_SETS 4096 /* kernels in one run (a forward pass) */
+#define PUSH_BYTES 32
 
 typedef struct {
     const char *name;
@@ -65,6 +68,9 @@ struct vk_ctx {
     VkFence fence;
     vk_pipe pipes[MAX_PIPES];
     int n_pipes;
+    int recording, n_sets; /* between vk_begin and vk_run: the kernels recorded */
+    int failed; /* a kernel could not be recorded: why, for vk_run */
+    char why[512];
 };
 
 struct vk_buf {
@@ -137,7 +143,7 @@ static int open_device(vk_ctx *c, trit_err *err) {
     return 0;
 }
 
-/* What every kernel shares: a layout of three storage buffers and 16 bytes of push constants, a
+/* What every kernel shares: a layout of three storage buffers and 32 bytes of push constants, a
  * descriptor pool, one command buffer and its fence. */
 static int open_shared(vk_ctx *c, trit_err *err) {
     VkDescriptorSetLayoutBinding b[3];
@@ -148,15 +154,17 @@ static int open_shared(vk_ctx *c, trit_err *err) {
                                               .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dl = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3, .pBindings = b};
-    VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 16};
+    VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = PUSH_BYTES};
     VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                      .setLayoutCount = 1,
                                      .pSetLayouts = &c->dsl,
                                      .pushConstantRangeCount = 1,
                                      .pPushConstantRanges = &pc};
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3 * 64};
-    VkDescriptorPoolCreateInfo dp = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 64, .poolSizeCount = 1, .pPoolSizes = &ps};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3 * MAX_SETS};
+    VkDescriptorPoolCreateInfo dp = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                     .maxSets = MAX_SETS,
+                                     .poolSizeCount = 1,
+                                     .pPoolSizes = &ps};
     VkCommandPoolCreateInfo cp = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = c->family};
@@ -304,23 +312,69 @@ static VkPipeline pipeline(vk_ctx *c, const char *name, trit_err *err) {
     return p;
 }
 
-/* Runs shader `name` over groups workgroups (spread over x and y: at most 65535 a dimension)
- * with the buffers bound 0, 1, 2 and push constants pc, and waits. */
+/* Starts the command buffer for the kernels that follow. */
+static int start(vk_ctx *c, trit_err *err) {
+    VkCommandBufferBeginInfo cb = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = c->f.vkResetCommandBuffer(c->cmd, 0);
+    if (!r) r = c->f.vkBeginCommandBuffer(c->cmd, &cb);
+    if (r) return vk_fail(err, "vkBeginCommandBuffer", r);
+    c->recording = 1, c->n_sets = 0;
+    return 0;
+}
+
+/* Submits what was recorded and waits for it. */
+static int finish(vk_ctx *c, trit_err *err) {
+    c->recording = 0;
+    VkResult r = c->f.vkEndCommandBuffer(c->cmd);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
+    if (!r) r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence);
+    if (!r) {
+        r = c->f.vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+        c->f.vkResetFences(c->dev, 1, &c->fence);
+    }
+    c->f.vkResetDescriptorPool(c->dev, c->pool, 0);
+    if (r == VK_ERROR_DEVICE_LOST) return fail(err, "vulkan: the device %s was lost", c->name);
+    return r ? vk_fail(err, "running the kernels", r) : 0;
+}
+
+int vk_begin(vk_ctx *c, trit_err *err) { return c->recording ? fail(err, "vulkan: already recording") : start(c, err); }
+
+int vk_run(vk_ctx *c, trit_err *err) {
+    if (c->failed) { /* what was recorded before the failure still runs, so the buffers stay consistent */
+        if (c->recording) finish(c, err);
+        c->failed = 0;
+        return fail(err, "%s", c->why);
+    }
+    return c->recording ? finish(c, err) : fail(err, "vulkan: nothing is recorded");
+}
+
+/* Records shader `name` over groups workgroups (spread over x and y: at most 65535 a
+ * dimension) with buffers bound 0, 1, 2 (NULL: bufs[0] again) and push constants pc, after a
+ * barrier on everything recorded before it. Outside vk_begin/vk_run it runs at once. A failure
+ * while recording is kept for vk_run to report. */
 static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], const void *pc, size_t pc_bytes,
                     uint32_t groups, trit_err *err) {
+    const int alone = !c->recording;
+    if (alone && start(c, err)) return -1;
     VkPipeline p = pipeline(c, name, err);
-    if (!p) return -1;
-    VkDescriptorSet set;
+    VkDescriptorSet set = VK_NULL_HANDLE;
     VkDescriptorSetAllocateInfo sa = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                       .descriptorPool = c->pool,
                                       .descriptorSetCount = 1,
                                       .pSetLayouts = &c->dsl};
-    VkResult r = c->f.vkAllocateDescriptorSets(c->dev, &sa, &set);
-    if (r) return vk_fail(err, "vkAllocateDescriptorSets", r);
+    VkResult r = p ? c->f.vkAllocateDescriptorSets(c->dev, &sa, &set) : VK_SUCCESS;
+    if (p && r) fail(err, "vulkan: more than %d kernels in one run (%d)", MAX_SETS, r);
+    if (!p || r) {
+        if (alone) return finish(c, err), -1;
+        snprintf(c->why, sizeof c->why, "%s", err->msg);
+        c->failed = 1;
+        return -1;
+    }
     VkDescriptorBufferInfo bi[3];
     VkWriteDescriptorSet wr[3];
     for (int i = 0; i < 3; i++) {
-        bi[i] = (VkDescriptorBufferInfo){.buffer = bufs[i]->buf, .range = VK_WHOLE_SIZE};
+        bi[i] = (VkDescriptorBufferInfo){.buffer = (bufs[i] ? bufs[i] : bufs[0])->buf, .range = VK_WHOLE_SIZE};
         wr[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                        .dstSet = set,
                                        .dstBinding = (uint32_t)i,
@@ -329,23 +383,18 @@ static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], co
                                        .pBufferInfo = &bi[i]};
     }
     c->f.vkUpdateDescriptorSets(c->dev, 3, wr, 0, NULL);
-    VkCommandBufferBeginInfo cb = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    if (c->n_sets++)
+        c->f.vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                                  1, &mb, 0, NULL, 0, NULL);
     uint32_t gx = groups < 65535 ? groups : 65535, gy = (groups + gx - 1) / gx;
-    c->f.vkResetCommandBuffer(c->cmd, 0);
-    c->f.vkBeginCommandBuffer(c->cmd, &cb);
     c->f.vkCmdBindPipeline(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     c->f.vkCmdBindDescriptorSets(c->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0, NULL);
     c->f.vkCmdPushConstants(c->cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)pc_bytes, pc);
-    c->f.vkCmdDispatch(c->cmd, gx, gy ? gy : 1, 1);
-    c->f.vkEndCommandBuffer(c->cmd);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
-    if ((r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence))) return vk_fail(err, "vkQueueSubmit", r);
-    r = c->f.vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
-    c->f.vkResetFences(c->dev, 1, &c->fence);
-    c->f.vkResetDescriptorPool(c->dev, c->pool, 0);
-    if (r == VK_ERROR_DEVICE_LOST) return fail(err, "vulkan: the device %s was lost", c->name);
-    return r ? vk_fail(err, "vkWaitForFences", r) : 0;
+    c->f.vkCmdDispatch(c->cmd, gx ? gx : 1, gy ? gy : 1, 1);
+    return alone ? finish(c, err) : 0;
 }
 
 /* ---- kernels ---- */
@@ -373,4 +422,50 @@ int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, con
     const uint32_t pc[4] = {(uint32_t)rows, (uint32_t)cols, (uint32_t)rb, 0};
     const vk_buf *bufs[3] = {w, x, y};
     return dispatch(c, name, bufs, pc, sizeof pc, (uint32_t)rows, err);
+}
+
+/* The number of 64-wide workgroups that cover n. */
+static uint32_t groups64(size_t n) { return (uint32_t)((n + 63) / 64); }
+
+static int f32s(const vk_buf *b, size_t n) { return b && vk_buf_size(b) >= n * sizeof(float); }
+
+int vk_rmsnorm(vk_ctx *c, const vk_buf *x, const vk_buf *w, vk_buf *y, int rows, int n, float eps, trit_err *err) {
+    const size_t all = (size_t)rows * (size_t)n;
+    if (rows <= 0 || n <= 0 || !f32s(x, all) || !f32s(y, all) || (w && !f32s(w, (size_t)n)))
+        return fail(err, "vulkan: rmsnorm of %d x %d: a buffer is too small", rows, n);
+    struct {
+        uint32_t rows, n, has_w;
+        float eps;
+    } pc = {(uint32_t)rows, (uint32_t)n, w != NULL, eps};
+    const vk_buf *bufs[3] = {x, w ? w : x, y};
+    return dispatch(c, "rmsnorm", bufs, &pc, sizeof pc, (uint32_t)rows, err);
+}
+
+int vk_swiglu(vk_ctx *c, vk_buf *g, const vk_buf *u, size_t n, trit_err *err) {
+    if (!f32s(g, n) || !f32s(u, n) || n > UINT32_MAX) return fail(err, "vulkan: swiglu: a buffer is too small");
+    const uint32_t pc = (uint32_t)n;
+    const vk_buf *bufs[3] = {g, u, NULL};
+    return dispatch(c, "swiglu", bufs, &pc, sizeof pc, groups64(n), err);
+}
+
+int vk_add(vk_ctx *c, vk_buf *y, const vk_buf *x, size_t n, trit_err *err) {
+    if (!f32s(y, n) || !f32s(x, n) || n > UINT32_MAX) return fail(err, "vulkan: add: a buffer is too small");
+    const uint32_t pc = (uint32_t)n;
+    const vk_buf *bufs[3] = {y, x, NULL};
+    return dispatch(c, "add", bufs, &pc, sizeof pc, groups64(n), err);
+}
+
+int vk_rope(vk_ctx *c, vk_buf *x, size_t offset, int n_heads, int head_dim, int n_rot, int pos, float base, int neox,
+            trit_err *err) {
+    if (n_heads <= 0 || n_rot <= 0 || n_rot % 2 || n_rot > head_dim || pos < 0 ||
+        !f32s(x, offset + (size_t)n_heads * (size_t)head_dim))
+        return fail(err, "vulkan: rope of %d heads of %d (%d rotating): out of range", n_heads, head_dim, n_rot);
+    struct {
+        uint32_t n_heads, head_dim, n_rot, pos;
+        float step;
+        uint32_t neox, offset;
+    } pc = {(uint32_t)n_heads, (uint32_t)head_dim, (uint32_t)n_rot, (uint32_t)pos, powf(base, -2.0f / (float)n_rot),
+            neox != 0,         (uint32_t)offset};
+    const vk_buf *bufs[3] = {x, NULL, NULL};
+    return dispatch(c, "rope", bufs, &pc, sizeof pc, groups64((size_t)n_heads * (size_t)(n_rot / 2)), err);
 }

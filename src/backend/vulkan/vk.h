@@ -29,10 +29,27 @@ void vk_buf_free(vk_buf *b);
 void *vk_buf_map(vk_buf *b); /* stays mapped for the buffer's life */
 size_t vk_buf_size(const vk_buf *b);
 
+/* Kernels called between vk_begin and vk_run are recorded into one command buffer, each after a
+ * barrier on the ones before, and run together at vk_run (which reports the first failure);
+ * called outside, a kernel runs at once. Every kernel returns 0, or -1 with err. */
+int vk_begin(vk_ctx *c, trit_err *err);
+int vk_run(vk_ctx *c, trit_err *err);
+
 /* Whether weights of this GGML type have a matrix-vector kernel. */
 int vk_matvec_supported(uint32_t type);
 /* y[r] = sum_k W[r][k] x[k] for r < rows: W holds rows rows of cols elements of type, packed as
  * the file packs them; x and y are f32. Runs and waits. -1 with err. */
 int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, vk_buf *y, trit_err *err);
+
+/* y[r] = rmsnorm(x[r]) (times w, when not NULL) for rows rows of n f32 (the CPU's rmsnorm). */
+int vk_rmsnorm(vk_ctx *c, const vk_buf *x, const vk_buf *w, vk_buf *y, int rows, int n, float eps, trit_err *err);
+/* g = silu(g) * u over n f32 (the CPU's swiglu). */
+int vk_swiglu(vk_ctx *c, vk_buf *g, const vk_buf *u, size_t n, trit_err *err);
+/* y += x over n f32. */
+int vk_add(vk_ctx *c, vk_buf *y, const vk_buf *x, size_t n, trit_err *err);
+/* RoPE of n_heads heads of head_dim f32 from float index offset of x, at position pos (ops.h's
+ * rope; neox: ROPE_NEOX's pairing). */
+int vk_rope(vk_ctx *c, vk_buf *x, size_t offset, int n_heads, int head_dim, int n_rot, int pos, float base, int neox,
+            trit_err *err);
 
 #endif
