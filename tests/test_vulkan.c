@@ -3,8 +3,8 @@
  * extreme scales, row lengths of the real models, and more rows than one dispatch dimension. The
  * reference is the type's decoder followed by a dot product in double; the kernel accumulates in
  * f32 in another order, so it must agree within 1e-5 of the sum of |w x|. The vector kernels
- * (rmsnorm, swiglu, add, rope) against the CPU's scalar set and ops.h, alone and recorded into
- * one run. */
+ * (rmsnorm, swiglu, add, rope), the f16 KV store and attention against the CPU's scalar set
+ * and ops.h, alone and recorded into one run. */
 #include "test.h"
 
 #include <math.h>
@@ -13,6 +13,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/vulkan/vk.h"
+#include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "types/types.h"
 
@@ -167,6 +168,48 @@ static void test_vector_kernels(void) {
     vk_close(c);
 }
 
+/* Keys and values stored into an f16 cache as the CPU stores them (the same halves), and one
+ * query row's attention over them against the CPU's plain attention, grouped heads included. */
+static void test_attention(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    const kernel_set *ref = kernels_variant("scalar");
+    REQUIRE(ref);
+    enum { L = 2, CTX = 40, NH = 8, NKV = 2, HD = 64, KEYS = 37, KV = NKV * HD };
+    trit_err e;
+    uint16_t *kc = calloc((size_t)L * CTX * KV, 2), *vc = calloc((size_t)L * CTX * KV, 2);
+    vk_buf *gk = vk_buf_new(c, (size_t)L * CTX * KV * 2, &e), *gv = vk_buf_new(c, (size_t)L * CTX * KV * 2, &e);
+    vk_buf *row = floats(c, NULL, KV), *q = floats(c, NULL, NH * HD), *sc = floats(c, NULL, NH * KEYS),
+           *o = floats(c, NULL, NH * HD);
+    REQUIRE(kc && vc && gk && gv && row && q && sc && o);
+    float *r = vk_buf_map(row);
+    for (int il = 0; il < L; il++)
+        for (int pos = 0; pos < CTX; pos++)
+            for (int kv = 0; kv < 2; kv++) {
+                for (int i = 0; i < KV; i++) r[i] = frand() * 3.0f;
+                size_t at = ((size_t)il * CTX + pos) * KV;
+                ref->attn.to_f16(r, (kv ? vc : kc) + at, KV);
+                CHECK(vk_kv_store(c, row, kv ? gv : gk, at, KV, &e) == 0);
+            }
+    CHECK(!memcmp(kc, vk_buf_map(gk), (size_t)L * CTX * KV * 2) &&
+          !memcmp(vc, vk_buf_map(gv), (size_t)L * CTX * KV * 2));
+    CHECK(vk_attention(c, q, gk, gv, (size_t)CTX * KV, KEYS, NH, NKV, HD, sc, o, &e) == 0);
+    kv_cache cache = {
+        .f16 = 1, .n_ctx = CTX, .n_layer = L, .n_head = NH, .n_head_kv = NKV, .head_dim = HD, .k = kc, .v = vc};
+    float want[HD], scores[KEYS];
+    const float *qs = vk_buf_map(q), *os = vk_buf_map(o);
+    for (int h = 0; h < NH; h++) {
+        kernels_attend_plain(&cache, 1, h, qs + h * HD, KEYS, want, scores);
+        CHECKF(worst(os + h * HD, want, HD) < 2e-6, "head %d: %g", h, worst(os + h * HD, want, HD));
+    }
+    CHECK(vk_attention(c, q, gk, gv, 0, 0, NH, NKV, HD, sc, o, &e) == -1 && strstr(e.msg, "out of range"));
+    CHECK(vk_attention(c, q, gk, gv, 0, KEYS, NH, 3, HD, sc, o, &e) == -1);
+    CHECK(vk_kv_store(c, row, gk, 1, 2, &e) == -1);
+    free(kc), free(vc);
+    vk_buf_free(gk), vk_buf_free(gv), vk_buf_free(row), vk_buf_free(q), vk_buf_free(sc), vk_buf_free(o);
+    vk_close(c);
+}
+
 /* Kernels recorded into one run give what they give one by one; a kernel that cannot be recorded
  * is reported by vk_run, and the context runs on. */
 static void test_recorded_run(void) {
@@ -198,9 +241,7 @@ static void test_recorded_run(void) {
 }
 
 const test_case vulkan_tests[] = {
-    {"matvec_types", test_matvec_types},
-    {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
-    {"vector_kernels", test_vector_kernels},
-    {"recorded_run", test_recorded_run},
-    {0},
+    {"matvec_types", test_matvec_types},     {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
+    {"vector_kernels", test_vector_kernels}, {"attention", test_attention},
+    {"recorded_run", test_recorded_run},     {0},
 };

@@ -469,3 +469,29 @@ int vk_rope(vk_ctx *c, vk_buf *x, size_t offset, int n_heads, int head_dim, int 
     const vk_buf *bufs[3] = {x, NULL, NULL};
     return dispatch(c, "rope", bufs, &pc, sizeof pc, groups64((size_t)n_heads * (size_t)(n_rot / 2)), err);
 }
+
+int vk_kv_store(vk_ctx *c, const vk_buf *src, vk_buf *cache, size_t offset, size_t n, trit_err *err) {
+    if (n % 2 || offset % 2 || !f32s(src, n) || vk_buf_size(cache) < (offset + n) * 2 || offset + n > UINT32_MAX)
+        return fail(err, "vulkan: kv store of %zu halves at %zu: out of range", n, offset);
+    const uint32_t pc[2] = {(uint32_t)n, (uint32_t)offset};
+    const vk_buf *bufs[3] = {src, cache, NULL};
+    return dispatch(c, "kv_store", bufs, pc, sizeof pc, groups64(n / 2), err);
+}
+
+int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, size_t base, int n_keys, int n_head,
+                 int n_head_kv, int head_dim, vk_buf *scores, vk_buf *out, trit_err *err) {
+    const size_t stride = (size_t)n_head_kv * (size_t)head_dim, qdim = (size_t)n_head * (size_t)head_dim;
+    const size_t halves = base + (size_t)n_keys * stride;
+    if (n_keys <= 0 || n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || head_dim <= 0 || head_dim % 2 ||
+        base % 2 || halves > UINT32_MAX || vk_buf_size(k) < halves * 2 || vk_buf_size(v) < halves * 2 ||
+        !f32s(q, qdim) || !f32s(out, qdim) || !f32s(scores, (size_t)n_head * (size_t)n_keys))
+        return fail(err, "vulkan: attention of %d heads over %d keys: out of range", n_head, n_keys);
+    struct {
+        uint32_t n_keys, n_head, n_head_kv, head_dim, base, stride;
+        float scale;
+    } pc = {(uint32_t)n_keys, (uint32_t)n_head, (uint32_t)n_head_kv,          (uint32_t)head_dim,
+            (uint32_t)base,   (uint32_t)stride, 1.0f / sqrtf((float)head_dim)};
+    const vk_buf *sb[3] = {q, k, scores}, *ob[3] = {scores, v, out};
+    if (dispatch(c, "attn_scores", sb, &pc, sizeof pc, groups64((size_t)n_head * (size_t)n_keys), err)) return -1;
+    return dispatch(c, "attn_out", ob, &pc, sizeof pc - sizeof(float), (uint32_t)n_head, err);
+}

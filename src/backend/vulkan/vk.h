@@ -51,5 +51,13 @@ int vk_add(vk_ctx *c, vk_buf *y, const vk_buf *x, size_t n, trit_err *err);
  * rope; neox: ROPE_NEOX's pairing). */
 int vk_rope(vk_ctx *c, vk_buf *x, size_t offset, int n_heads, int head_dim, int n_rot, int pos, float base, int neox,
             trit_err *err);
+/* One position's n keys or values (f32) into an f16 cache at half index offset (both even). */
+int vk_kv_store(vk_ctx *c, const vk_buf *src, vk_buf *cache, size_t offset, size_t n, trit_err *err);
+/* One query row's attention: out[h] = softmax(q_h . K / sqrt(head_dim)) . V over keys
+ * 0..n_keys-1 of f16 caches k and v laid [n_keys][n_head_kv * head_dim] from half `base` (query
+ * head h reads KV head h / (n_head / n_head_kv)); scores: n_head * n_keys f32 of scratch. The
+ * CPU's plain attention, in f32 over the f16 cache. */
+int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, size_t base, int n_keys, int n_head,
+                 int n_head_kv, int head_dim, vk_buf *scores, vk_buf *out, trit_err *err);
 
 #endif
