@@ -93,5 +93,9 @@ void backend_close(backend *b);
 
 /* The CPU backend (backend/cpu/). */
 extern const backend_ops backend_cpu;
+#ifdef TRIT_VULKAN
+/* The Vulkan backend (backend/vulkan/): llama and qwen3 on one device. */
+extern const backend_ops backend_vulkan;
+#endif
 
 #endif
