@@ -26,13 +26,13 @@ static const char *usage =
     "  -ctk, -ctv f16|f32   KV cache type (default f16)\n"
     "  --no-warmup          skip the warm-up run\n"
     "  -nr, --no-repack     keep the file's weight layout (no repacking, no cache)\n"
-    "  -ngl N               accepted; this build has no GPU backend\n";
+    "  -ngl N               layers on the GPU (Vulkan): all of them, or 0 (default)\n";
 
 typedef struct {
     const char *models[MAX_LIST];
     int n_models;
     int prompts[MAX_LIST], n_prompts, gens[MAX_LIST], n_gens, threads[MAX_LIST], n_threads;
-    int reps, warmup, kv_f32, no_repack;
+    int reps, warmup, kv_f32, no_repack, ngl;
     const char *fmt;
 } bench_opts;
 
@@ -49,7 +49,6 @@ static int parse_list(const char *flag, const char *s, int lo, int *out, int *n)
 
 static int parse(int argc, char **argv, bench_opts *o) {
     const char *v;
-    int ngl;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define VAL() \
@@ -83,7 +82,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
             VAL();
-            if (arg_int("bench", a, v, -1, 100000, &ngl)) return -1;
+            if (arg_int("bench", a, v, -1, 100000, &o->ngl)) return -1;
         } else if (!strcmp(a, "--no-warmup")) o->warmup = 0;
         else if (arg_no_repack(a)) o->no_repack = 1;
         else return fprintf(stderr, "trit bench: unknown option '%s' (see trit bench --help)\n", a), -1;
@@ -116,6 +115,9 @@ typedef struct {
     int threads, n_prompt, n_gen, reps, kv_f32;
     double samples_ns[1000];
 } result;
+
+/* The backend column as llama-bench names it. */
+static const char *backend_of(const result *r) { return strcmp(r->info.backend, "vulkan") ? "CPU" : "Vulkan"; }
 
 static void stats(const result *r, double *avg_ts, double *sd_ts, double *avg_ns, double *sd_ns) {
     int n = r->n_prompt + r->n_gen;
@@ -157,7 +159,8 @@ static void print_md(const result *r) {
     double p = (double)r->info.n_params;
     snprintf(params, sizeof params, p >= 1e9 ? "%.2f B" : "%.2f M", p >= 1e9 ? p / 1e9 : p / 1e6);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", avg_ts, sd_ts);
-    printf("| %-30s | %10s | %10s | %-10s | %7d | %-6s | %16s |\n", label, size, params, "CPU", r->threads, test, ts);
+    printf("| %-30s | %10s | %10s | %-10s | %7d | %-6s | %16s |\n", label, size, params, backend_of(r), r->threads,
+           test, ts);
     fflush(stdout);
 }
 
@@ -180,7 +183,7 @@ static json_t *to_json(const result *r) {
     stats(r, &avg_ts, &sd_ts, &avg_ns, &sd_ns);
     char label[128], backends[64], when[32];
     model_label(&r->info, label, sizeof label);
-    snprintf(backends, sizeof backends, "CPU (%s)", trit_cpu_variant());
+    snprintf(backends, sizeof backends, "%s (%s)", backend_of(r), trit_cpu_variant());
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     json_t *ns = json_array(), *ts = json_array();
@@ -195,9 +198,10 @@ static json_t *to_json(const result *r) {
                      (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
                      "model_bytes_per_token", (json_int_t)r->info.n_bytes_token, "n_batch", 512, "n_ubatch", 512,
                      "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16", "type_v", r->kv_f32 ? "f32" : "f16",
-                     "n_gpu_layers", 0, "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth",
-                     0, "test_time", when, "avg_ns", (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts",
-                     avg_ts, "stddev_ts", sd_ts, "samples_ns", ns, "samples_ts", ts);
+                     "n_gpu_layers", strcmp(r->info.backend, "cpu") ? r->info.n_layer : 0, "flash_attn", !r->kv_f32,
+                     "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time", when, "avg_ns",
+                     (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts", sd_ts,
+                     "samples_ns", ns, "samples_ts", ts);
 }
 
 /* Times one test; prints it at once for md/jsonl, collects it for json. */
@@ -261,12 +265,15 @@ int cmd_bench(int argc, char **argv) {
         char err[512];
         trit_model_params mp = trit_model_default_params();
         mp.repack = !o.no_repack;
+        mp.n_gpu_layers = o.ngl;
         trit_model *m = trit_model_load(o.models[mi], &mp, err, sizeof err);
         if (!m) {
             fprintf(stderr, "trit bench: %s\n", err);
             rc = 1;
             break;
         }
+        const char *note = trit_model_get_info(m).backend_note;
+        if (*note) fprintf(stderr, "trit bench: %s; running on the CPU\n", note);
         for (int ti = 0; ti < o.n_threads && !rc; ti++) {
             for (int pi = 0; pi < o.n_prompts && !rc; pi++)
                 if (o.prompts[pi]) rc = run_test(m, &o, o.models[mi], o.threads[ti], o.prompts[pi], 0, all) ? 1 : 0;

@@ -143,14 +143,17 @@ int gen_check(const char *cmd, const gen_opts *o) {
 
 int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **s, trit_sampler **smp) {
     char err[512];
-    if (o->n_gpu_layers)
-        fprintf(stderr, "trit %s: this build has no GPU backend; -ngl ignored, running on the CPU\n", cmd);
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !o->no_mmap;
     mp.repack = !o->no_repack;
+    mp.n_gpu_layers = o->n_gpu_layers;
     *s = NULL, *smp = NULL;
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
+    const trit_model_info info = trit_model_get_info(*m);
+    if (*info.backend_note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, info.backend_note);
+    else if (strcmp(info.backend, "cpu"))
+        fprintf(stderr, "trit %s: all %d layers on the GPU (Vulkan)\n", cmd, info.n_layer);
     for (int i = 0; i < o->n_bias; i++)
         if (o->bias[i].token >= trit_model_n_vocab(*m)) {
             fprintf(stderr, "trit %s: --logit-bias token %d is outside the vocabulary (%d tokens)\n", cmd,

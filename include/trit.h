@@ -25,7 +25,11 @@ typedef struct trit_grammar trit_grammar;
 /* ---- model ---- */
 typedef struct {
     int use_mmap; /* default 1; 0 reads the file into memory (--no-mmap) */
-    int n_gpu_layers; /* accepted for compatibility; CPU builds ignore it */
+    int n_gpu_layers; /* llama.cpp's -ngl: at least the model's layer count (or -1) runs the whole
+                         model on the Vulkan device (TRIT_VK_DEVICE picks it); 0 (default) the CPU.
+                         Where that cannot be (no device, a build without Vulkan, a model or a
+                         partial count the device does not take yet) the CPU runs it and
+                         trit_model_info.backend_note says why */
     int repack; /* default 1: ternary matmul weights are re-laid for the kernels at load,
                          through the on-disk cache ($TRIT_CACHE_DIR, else $XDG_CACHE_HOME/trit,
                          else ~/.cache/trit); 0 uses the file's layout (--no-repack) */
@@ -52,7 +56,9 @@ typedef struct {
     uint64_t n_bytes_token; /* bytes a decoded token reads: every tensor but an untied embedding table */
     int n_layer, n_embd, n_vocab;
     int rotated; /* the file declares a Hadamard rotation contract */
-    const char *repack; /* where the repacked weights came from: "built", "cache" or "none" */
+    const char *repack; /* where the weights came from: "built", "cache", "uploaded" (a device) or "none" */
+    const char *backend; /* what runs the model: "cpu" or "vulkan" */
+    const char *backend_note; /* one line: why the CPU runs a model the GPU was asked for ("" else) */
 } trit_model_info;
 
 trit_model_info trit_model_get_info(const trit_model *m);

@@ -102,7 +102,7 @@ static void test_run_greedy(void) {
     CHECKF(err && strstr(err, "t/s"), "no timing line: %s", err ? err : "");
     free(out);
     free(err);
-    /* --no-mmap and -ngl change nothing but a note on stderr */
+    /* --no-mmap and -ngl change nothing but a note on stderr (the GPU, or why the CPU) */
     snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n %d --temp 0 --no-mmap -ngl 99",
              shared_path("data/models/stories260K.gguf"), n);
     rc = trit(args, &out, &err);

@@ -21,6 +21,7 @@
 struct trit_model {
     model *m;
     backend b; /* the backend every session of the model runs on */
+    char note[sizeof(trit_err)]; /* why the CPU runs it when -ngl asked for the GPU */
     grammar_vocab *_Atomic gv; /* the pieces grammars walk, built by the first grammar (gv_lock) */
 };
 
@@ -39,6 +40,24 @@ trit_model_params trit_model_default_params(void) {
     return p;
 }
 
+/* -ngl n: the whole model on the Vulkan device when it can be; else tm->note says why not (and
+ * the CPU runs it). Partial offload (the last n layers) needs the engine to run two backends. */
+static int open_device(trit_model *tm, int n, const backend_params *bp) {
+    const int L = tm->m->hp.n_layer;
+#ifdef TRIT_VULKAN
+    trit_err e = {{0}};
+    if (n > 0 && n < L)
+        snprintf(tm->note, sizeof tm->note,
+                 "-ngl %d puts part of the %d layers on the GPU, not offered yet; use -ngl %d", n, L, L);
+    else if (backend_open(&tm->b, &backend_vulkan, tm->m, bp, &e)) snprintf(tm->note, sizeof tm->note, "%s", e.msg);
+    else return 1;
+#else
+    (void)bp;
+    snprintf(tm->note, sizeof tm->note, "this build has no GPU backend (-ngl %d of %d layers)", n, L);
+#endif
+    return 0;
+}
+
 trit_model *trit_model_load(const char *path, const trit_model_params *p, char *err, size_t errlen) {
     trit_model_params def = trit_model_default_params();
     if (!p) p = &def;
@@ -50,7 +69,9 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
     }
     tm->m = model_load(path, p->use_mmap, &e);
     const backend_params bp = {.use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min};
-    if (tm->m && backend_open(&tm->b, &backend_cpu, tm->m, &bp, &e)) {
+    if (tm->m && p->n_gpu_layers && open_device(tm, p->n_gpu_layers, &bp)) {
+        /* on the device */
+    } else if (tm->m && backend_open(&tm->b, &backend_cpu, tm->m, &bp, &e)) {
         model_free(tm->m);
         tm->m = NULL;
     }
@@ -81,7 +102,9 @@ trit_model_info trit_model_get_info(const trit_model *tm) {
                             .n_embd = m->hp.n_embd,
                             .n_vocab = trit_model_n_vocab(tm),
                             .rotated = m->rot.present,
-                            .repack = tm->b.ops->weights_source(&tm->b)};
+                            .repack = tm->b.ops->weights_source(&tm->b),
+                            .backend = tm->b.ops->name,
+                            .backend_note = tm->note};
     uint64_t by_type[TYPE_COUNT] = {0};
     for (size_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];
