@@ -51,7 +51,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall e2e conformance clean help bench bench-kernels bench-grammar bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -283,6 +283,13 @@ bench-attn: $(BUILD)/attn-bench
 $(BUILD)/attn-bench: $(BUILD)/bench/attn_bench.o $(BUILD)/libtrit-internal.a
 	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
 
+# the Vulkan device's read bandwidth and each weight type's matrix-vector kernel against it
+bench-vk: $(BUILD)/vk-bench
+	$(BUILD)/vk-bench
+
+$(BUILD)/vk-bench: $(BUILD)/bench/vk_bench.o $(BUILD)/libtrit-internal.a
+	$(CC) $(OPT) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
 	$(CC) $(OPT) -o $@ $^ -lpthread
 
@@ -314,6 +321,7 @@ help:
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
 	@echo "make conformance  llama.cpp's server test-suite against trit serve (../shared/conformance)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
+	@echo "make bench-vk     the Vulkan device's read bandwidth and matrix-vector kernels (bench/gpu.sh runs it on a GPU)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
 	@echo "make bench-attn  decode attention (f16 cache) per code path against the AVX2 one"

@@ -212,6 +212,30 @@ static void test_attention(void) {
     vk_close(c);
 }
 
+/* The bandwidth probe's kernel reads every byte: its sums are the host's. */
+static void test_read(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    enum { WORDS = 100003, INV = 1000 };
+    trit_err e;
+    vk_buf *a = vk_buf_new(c, (size_t)WORDS * 16, &e), *o = vk_buf_new(c, INV * 4, &e);
+    REQUIRE(a && o);
+    uint32_t *w = vk_buf_map(a);
+    for (size_t i = 0; i < (size_t)WORDS * 4; i++) w[i] = (uint32_t)(i * 2654435761u);
+    CHECK(vk_read(c, a, o, INV, &e) == 0);
+    const uint32_t *got = vk_buf_map(o);
+    int bad = 0;
+    for (int i = 0; i < INV; i++) {
+        uint32_t s = 0;
+        for (size_t k = (size_t)i; k < WORDS; k += INV) s += w[4 * k] ^ w[4 * k + 1] ^ w[4 * k + 2] ^ w[4 * k + 3];
+        bad += got[i] != s;
+    }
+    CHECKF(!bad, "%d sums differ", bad);
+    CHECK(vk_read(c, a, o, INV + 1, &e) == -1);
+    vk_buf_free(a), vk_buf_free(o);
+    vk_close(c);
+}
+
 /* Kernels recorded into one run give what they give one by one; a kernel that cannot be recorded
  * is reported by vk_run, and the context runs on. */
 static void test_recorded_run(void) {
@@ -352,6 +376,7 @@ const test_case vulkan_tests[] = {
     {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
     {"vector_kernels", test_vector_kernels},
     {"attention", test_attention},
+    {"read", test_read},
     {"recorded_run", test_recorded_run},
     {"backend_models", test_backend_models},
     {0},

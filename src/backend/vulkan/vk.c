@@ -257,10 +257,14 @@ vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err) {
     if (r) return vk_fail(err, "vkCreateBuffer", r), vk_buf_free(b), NULL;
     VkMemoryRequirements req;
     c->f.vkGetBufferMemoryRequirements(c->dev, b->buf, &req);
-    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    /* device memory the host maps (resizable BAR, unified memory) when there is some, else host
+     * memory the device reads across the bus */
+    const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                wants[2] = {host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host};
     uint32_t type = UINT32_MAX;
-    for (uint32_t i = 0; i < c->mem.memoryTypeCount && type == UINT32_MAX; i++)
-        if ((req.memoryTypeBits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & want) == want) type = i;
+    for (int k = 0; k < 2 && type == UINT32_MAX; k++)
+        for (uint32_t i = 0; i < c->mem.memoryTypeCount && type == UINT32_MAX; i++)
+            if ((req.memoryTypeBits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & wants[k]) == wants[k]) type = i;
     if (type == UINT32_MAX)
         return fail(err, "vulkan: %s has no host-visible memory for buffers", c->name), vk_buf_free(b), NULL;
     VkMemoryAllocateInfo ai = {
@@ -494,4 +498,13 @@ int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, s
     const vk_buf *sb[3] = {q, k, scores}, *ob[3] = {scores, v, out};
     if (dispatch(c, "attn_scores", sb, &pc, sizeof pc, groups64((size_t)n_head * (size_t)n_keys), err)) return -1;
     return dispatch(c, "attn_out", ob, &pc, sizeof pc - sizeof(float), (uint32_t)n_head, err);
+}
+
+int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *err) {
+    const size_t words = vk_buf_size(a) / 16;
+    if (invocations <= 0 || vk_buf_size(out) < (size_t)invocations * 4 || words > UINT32_MAX || !words)
+        return fail(err, "vulkan: read of %zu bytes by %d invocations: out of range", vk_buf_size(a), invocations);
+    const uint32_t pc[2] = {(uint32_t)words, (uint32_t)invocations};
+    const vk_buf *bufs[3] = {a, out, NULL};
+    return dispatch(c, "read", bufs, pc, sizeof pc, groups64((size_t)invocations), err);
 }

@@ -22,8 +22,8 @@ const char *vk_device_name(const vk_ctx *c);
 /* The devices the loader sees, one "index: name" line each into buf; -1 with err when none. */
 int vk_list_devices(char *buf, size_t n, trit_err *err);
 
-/* A storage buffer the host can write and read (device memory that is host-visible, as on
- * lavapipe and resizable-BAR GPUs). */
+/* A storage buffer the host can write and read: device memory the host maps where the device has
+ * it (resizable BAR, unified memory, lavapipe), else host memory. */
 vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err);
 void vk_buf_free(vk_buf *b);
 void *vk_buf_map(vk_buf *b); /* stays mapped for the buffer's life */
@@ -59,5 +59,8 @@ int vk_kv_store(vk_ctx *c, const vk_buf *src, vk_buf *cache, size_t offset, size
  * CPU's plain attention, in f32 over the f16 cache. */
 int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, size_t base, int n_keys, int n_head,
                  int n_head_kv, int head_dim, vk_buf *scores, vk_buf *out, trit_err *err);
+/* out[i] = the sum over the 16-byte words w of a that invocation i reads (every invocations-th,
+ * from word i) of w.x ^ w.y ^ w.z ^ w.w: every byte of a read once (the bandwidth probe). */
+int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *err);
 
 #endif
