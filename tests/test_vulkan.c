@@ -320,7 +320,20 @@ static void test_backend_models(void) {
         REQUIREF(m, "%s: %s", models[i].path, err.msg);
         float *cpu = run_tokens(&backend_cpu, m, toks, 12, 0, &err);
         float *gpu = cpu ? run_tokens(&backend_vulkan, m, toks, 12, 1, &err) : NULL;
-        CHECKF(gpu, "%s: %s", models[i].path, err.msg);
+        float *pass = gpu ? run_tokens(&backend_vulkan, m, toks, 12, 0, &err) : NULL;
+        CHECKF(gpu && pass, "%s: %s", models[i].path, err.msg);
+        /* the 12 rows in one pass run the kernels of 12 single-row passes, in the same order */
+        CHECKF(!pass || !memcmp(pass, gpu, 12 * (size_t)m->hp.n_vocab * sizeof *pass), "%s: one pass differs",
+               models[i].path);
+        free(pass);
+        if (i == 0) { /* runs of at most 150 kernels: the 12 rows split over several submissions */
+            setenv("TRIT_VK_RUN_KERNELS", "150", 1);
+            pass = run_tokens(&backend_vulkan, m, toks, 12, 0, &err);
+            unsetenv("TRIT_VK_RUN_KERNELS");
+            CHECKF(pass && !memcmp(pass, gpu, 12 * (size_t)m->hp.n_vocab * sizeof *pass), "split pass differs: %s",
+                   err.msg);
+            free(pass);
+        }
         const size_t V = (size_t)m->hp.n_vocab;
         for (int t = 0; gpu && t < 12; t++) {
             double gap = logit_gap(gpu + t * V, cpu + t * V, V);

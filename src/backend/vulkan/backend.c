@@ -29,8 +29,9 @@ typedef struct {
     int n_ctx;
     int broken; /* a shift the device cannot do was asked for */
     vk_buf *k, *v; /* [n_layer][n_ctx][n_head_kv * head_dim] f16 */
-    /* the work area of one row: residual, normed input, q/k/v, attention, FFN, scores, logits */
-    vk_buf *x, *xn, *q, *kr, *vr, *att, *h1, *h2, *scores, *logits;
+    /* the work area: every row's input and output (residual streams or logits) for a pass, and one
+     * row's residual, normed input, q/k/v, attention, FFN, scores and logits */
+    vk_buf *rows_in, *rows_out, *x, *xn, *q, *kr, *vr, *att, *h1, *h2, *scores, *logits;
 } vk_state;
 
 static vk_buf *upload(vk_ctx *c, const void *data, size_t bytes, trit_err *err) {
@@ -104,7 +105,8 @@ static const char *vk_weights_source(const backend *b) { return b->impl ? "uploa
 static void vk_state_free(backend_state *bs) {
     vk_state *s = (vk_state *)bs;
     if (!s) return;
-    vk_buf *all[] = {s->k, s->v, s->x, s->xn, s->q, s->kr, s->vr, s->att, s->h1, s->h2, s->scores, s->logits};
+    vk_buf *all[] = {s->k,  s->v,  s->rows_in, s->rows_out, s->x,  s->xn,     s->q,
+                     s->kr, s->vr, s->att,     s->h1,       s->h2, s->scores, s->logits};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) vk_buf_free(all[i]);
     free(s);
 }
@@ -119,10 +121,14 @@ static backend_state *vk_state_new(backend *b, int n_ctx, int n_threads, int kv_
     const size_t kv = (size_t)hp->n_head_kv * hp->head_dim, qd = (size_t)hp->n_head * hp->head_dim, f = sizeof(float);
     const size_t cache = (size_t)hp->n_layer * (size_t)n_ctx * kv * 2;
     const size_t widest = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
-    vk_buf **bufs[] = {&s->k,  &s->v,   &s->x,  &s->xn, &s->q,      &s->kr,
-                       &s->vr, &s->att, &s->h1, &s->h2, &s->scores, &s->logits};
+    const size_t R = (size_t)backend_vulkan.max_rows;
+    const size_t out_row = (size_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd);
+    vk_buf **bufs[] = {&s->k,  &s->v,  &s->rows_in, &s->rows_out, &s->x,  &s->xn,     &s->q,
+                       &s->kr, &s->vr, &s->att,     &s->h1,       &s->h2, &s->scores, &s->logits};
     const size_t sizes[] = {cache,
                             cache,
+                            R * (size_t)hp->n_embd * f,
+                            R * out_row * f,
                             (size_t)hp->n_embd * f,
                             widest * f,
                             qd * f,
@@ -216,8 +222,10 @@ static int record_row(const backend *b, vk_state *w, vk_state *s, int pos, int l
     return rc ? -1 : 0;
 }
 
-/* Rows go one after the other (each one pass through its layers, one submission each); a failure
- * is said on stderr and its row's results are NaN, never stale numbers. */
+/* One pass: every row's input goes up at once, each row's layers are recorded after the one
+ * before (rows of a sequence in position order), and the pass runs in one submission (more when
+ * its kernels outnumber what one run holds); the outputs come back together. A failure is said on stderr and the pass's results are NaN, never
+ * stale numbers. */
 static void vk_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
                        float *x, float *const *out) {
     const backend *b = work->b;
@@ -225,21 +233,34 @@ static void vk_forward(backend_state *work, const backend_row *rows, const int32
     vk_state *w = (vk_state *)work;
     vk_ctx *c = ((vk_backend *)b->impl)->c;
     const size_t E = (size_t)m->hp.n_embd, V = (size_t)m->hp.n_vocab;
-    float *xm = vk_buf_map(w->x);
+    const int last = l1 == m->hp.n_layer;
+    const size_t n_out = last ? V : E;
+    float *in = vk_buf_map(w->rows_in);
+    const float *res = vk_buf_map(w->rows_out);
+    trit_err err = {{0}};
+    int rc = 0;
+    for (int t = 0; t < nb && !rc; t++) {
+        if (((vk_state *)rows[t].st)->broken) rc = fail(&err, "vulkan: the sequence was shifted");
+        else if (l0 == 0) embed_row(&m->tok_embd, tokens[t], in + (size_t)t * E);
+        else memcpy(in + (size_t)t * E, x + (size_t)t * E, E * sizeof *in);
+    }
+    /* a row records at most 2 kernels a layer more than the 19 of qwen3's, and 4 more around them */
+    const int per_row = 4 + 21 * (l1 - l0);
+    int began = !rc && !vk_begin(c, &err);
+    rc = rc || !began;
+    for (int t = 0; t < nb && !rc; t++) {
+        if (vk_room(c) < per_row) /* a run holds a bounded number of kernels: run these, go on */
+            began = !(rc = vk_run(c, &err)) && !(rc = vk_begin(c, &err));
+        if (!rc)
+            rc = vk_copy(c, w->rows_in, (size_t)t * E, w->x, 0, E, &err) ||
+                record_row(b, w, (vk_state *)rows[t].st, rows[t].pos, l0, l1, &err) ||
+                vk_copy(c, last ? w->logits : w->x, 0, w->rows_out, (size_t)t * n_out, n_out, &err);
+    }
+    if (began) rc = vk_run(c, rc ? &(trit_err){{0}} : &err) || rc; /* what was recorded still runs */
+    if (rc) fprintf(stderr, "trit: %s\n", err.msg);
     for (int t = 0; t < nb; t++) {
-        trit_err err;
-        if (l0 == 0) embed_row(&m->tok_embd, tokens[t], xm);
-        else memcpy(xm, x + (size_t)t * E, E * sizeof *xm);
-        int rc = ((vk_state *)rows[t].st)->broken ? fail(&err, "vulkan: the sequence was shifted") : vk_begin(c, &err);
-        const int began = !rc;
-        if (!rc) rc = record_row(b, w, (vk_state *)rows[t].st, rows[t].pos, l0, l1, &err);
-        if (!rc) rc = vk_run(c, &err);
-        else if (began) vk_run(c, &(trit_err){{0}}); /* what was recorded still runs, then the failure shows */
-        if (rc) fprintf(stderr, "trit: %s\n", err.msg);
-        float *dst = l1 < m->hp.n_layer ? x + (size_t)t * E : out ? out[t] : NULL;
-        const float *src = l1 < m->hp.n_layer ? xm : vk_buf_map(w->logits);
-        const size_t n = l1 < m->hp.n_layer ? E : V;
-        for (size_t i = 0; dst && i < n; i++) dst[i] = rc ? NAN : src[i];
+        float *dst = last ? (out ? out[t] : NULL) : x + (size_t)t * E;
+        for (size_t i = 0; dst && i < n_out; i++) dst[i] = rc ? NAN : res[(size_t)t * n_out + i];
     }
 }
 

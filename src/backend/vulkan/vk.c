@@ -42,7 +42,7 @@ typedef struct {
 } vk_fns;
 
 #define MAX_PIPES 32
-#define MAX_SETS 4096 /* kernels in one run (a forward pass) */
+#define MAX_SETS 16384 /* kernels in one run: one row of a 500-layer model, or several of smaller ones */
 #define PUSH_BYTES 32
 
 typedef struct {
@@ -69,6 +69,7 @@ struct vk_ctx {
     vk_pipe pipes[MAX_PIPES];
     int n_pipes;
     int recording, n_sets; /* between vk_begin and vk_run: the kernels recorded */
+    int run_limit; /* kernels a run may hold: MAX_SETS, or fewer (TRIT_VK_RUN_KERNELS) */
     int failed; /* a kernel could not be recorded: why, for vk_run */
     char why[512];
 };
@@ -200,6 +201,8 @@ vk_ctx *vk_open(int index, trit_err *err) {
         c->f.vkGetPhysicalDeviceProperties(c->phys, &pr);
         snprintf(c->name, sizeof c->name, "%s", pr.deviceName);
         rc = open_device(c, err) || open_shared(c, err) ? -1 : 0;
+        const char *lim = getenv("TRIT_VK_RUN_KERNELS"); /* smaller runs: a knob, and how tests split passes */
+        c->run_limit = lim && atoi(lim) >= 64 && atoi(lim) < MAX_SETS ? atoi(lim) : MAX_SETS;
     }
     free(devs);
     if (rc) return vk_close(c), NULL;
@@ -341,6 +344,8 @@ static int finish(vk_ctx *c, trit_err *err) {
     if (r == VK_ERROR_DEVICE_LOST) return fail(err, "vulkan: the device %s was lost", c->name);
     return r ? vk_fail(err, "running the kernels", r) : 0;
 }
+
+int vk_room(const vk_ctx *c) { return c->run_limit - (c->recording ? c->n_sets : 0); }
 
 int vk_begin(vk_ctx *c, trit_err *err) { return c->recording ? fail(err, "vulkan: already recording") : start(c, err); }
 
@@ -507,4 +512,12 @@ int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *
     const uint32_t pc[2] = {(uint32_t)words, (uint32_t)invocations};
     const vk_buf *bufs[3] = {a, out, NULL};
     return dispatch(c, "read", bufs, pc, sizeof pc, groups64((size_t)invocations), err);
+}
+
+int vk_copy(vk_ctx *c, const vk_buf *src, size_t src_off, vk_buf *dst, size_t dst_off, size_t n, trit_err *err) {
+    if (!f32s(src, src_off + n) || !f32s(dst, dst_off + n) || src_off + n > UINT32_MAX || dst_off + n > UINT32_MAX)
+        return fail(err, "vulkan: copy of %zu floats: out of range", n);
+    const uint32_t pc[3] = {(uint32_t)n, (uint32_t)src_off, (uint32_t)dst_off};
+    const vk_buf *bufs[3] = {src, dst, NULL};
+    return dispatch(c, "copy", bufs, pc, sizeof pc, groups64(n), err);
 }

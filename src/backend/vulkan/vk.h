@@ -34,6 +34,8 @@ size_t vk_buf_size(const vk_buf *b);
  * called outside, a kernel runs at once. Every kernel returns 0, or -1 with err. */
 int vk_begin(vk_ctx *c, trit_err *err);
 int vk_run(vk_ctx *c, trit_err *err);
+/* The kernels that can still be recorded before vk_run (a run holds a bounded number). */
+int vk_room(const vk_ctx *c);
 
 /* Whether weights of this GGML type have a matrix-vector kernel. */
 int vk_matvec_supported(uint32_t type);
@@ -62,5 +64,7 @@ int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, s
 /* out[i] = the sum over the 16-byte words w of a that invocation i reads (every invocations-th,
  * from word i) of w.x ^ w.y ^ w.z ^ w.w: every byte of a read once (the bandwidth probe). */
 int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *err);
+/* dst[dst_off + i] = src[src_off + i] for n f32 (a row between a pass's buffers). */
+int vk_copy(vk_ctx *c, const vk_buf *src, size_t src_off, vk_buf *dst, size_t dst_off, size_t n, trit_err *err);
 
 #endif
