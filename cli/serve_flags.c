@@ -98,6 +98,11 @@ static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cac
 static int set_metrics(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.metrics); }
 static int set_slots(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.slots); }
 static int set_repack(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.repack); }
+/* llama-server's -ngl: a count, or "all" / "auto" (every layer: partial offload is not offered yet) */
+static int set_ngl(serve_opts *o, const char *f, const char *v) {
+    if (!strcmp(v, "all") || !strcmp(v, "auto")) return o->c.n_gpu_layers = -1, 0;
+    return arg_int(C, f, v, -1, 100000, &o->c.n_gpu_layers);
+}
 static int set_verbose(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.verbose); }
 static int set_mcp_proxy(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.ui_mcp_proxy); }
 static int set_models_autoload(serve_opts *o, const char *f, const char *v) {
@@ -283,7 +288,7 @@ const serve_flag serve_flags[] = {
     {"-cmoe|--cpu-moe", NULL, "LLAMA_ARG_CPU_MOE", F_SWITCH, NULL},
     {"-ncmoe|--n-cpu-moe", NULL, "LLAMA_ARG_N_CPU_MOE", F_VALUE, NULL},
     {"-ncffn|--n-cpu-ffn", NULL, "LLAMA_ARG_N_CPU_FFN", F_VALUE, NULL},
-    {"-ngl|--gpu-layers|--n-gpu-layers", NULL, "LLAMA_ARG_N_GPU_LAYERS", F_VALUE, NULL},
+    {"-ngl|--gpu-layers|--n-gpu-layers", NULL, "LLAMA_ARG_N_GPU_LAYERS", F_VALUE, set_ngl},
     {"-sm|--split-mode", NULL, "LLAMA_ARG_SPLIT_MODE", F_VALUE, NULL},
     {"-ts|--tensor-split", NULL, "LLAMA_ARG_TENSOR_SPLIT", F_VALUE, NULL},
     {"-mg|--main-gpu", NULL, "LLAMA_ARG_MAIN_GPU", F_VALUE, NULL},

@@ -113,14 +113,18 @@ static int load(srv_model *e, char *err, size_t errlen) {
     }
     trit_model_params mp = trit_model_default_params();
     mp.repack = ms->cfg.repack;
+    mp.n_gpu_layers = ms->cfg.n_gpu_layers;
     e->sv.model = trit_model_load(e->path, &mp, err, errlen);
     if (e->sv.model) e->sv.sch = sched_new(e->sv.model, &e->sv.cfg, err, errlen);
     if (!e->sv.sch) return trit_model_free(e->sv.model), e->sv.model = NULL, -1;
     if (e->slept) sched_metrics_carry(e->sv.sch, &e->snap);
     e->slept = 0;
     atomic_store(&e->sv.ready, 1);
-    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens\n", e->id, trit_model_desc(e->sv.model),
-            e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch));
+    const trit_model_info info = trit_model_get_info(e->sv.model);
+    if (*info.backend_note) fprintf(stderr, "trit serve: %s; running on the CPU\n", info.backend_note);
+    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens, on the %s\n", e->id,
+            trit_model_desc(e->sv.model), e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch),
+            strcmp(info.backend, "cpu") ? "GPU (Vulkan)" : "CPU");
     return 0;
 }
 

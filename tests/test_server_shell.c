@@ -77,10 +77,15 @@ static void test_flag_values(void) {
     const char *c[] = {"--no-cors-credentials", "--no-ui-mcp-proxy"};
     REQUIRE(parse_args(&o, 2, c) == 0);
     CHECK(o.c.cors_credentials == 0 && o.c.ui_mcp_proxy == 0);
+    const char *g[] = {"-ngl", "99"}, *g2[] = {"--n-gpu-layers", "all"};
+    REQUIRE(parse_args(&o, 2, g) == 0);
+    CHECK(o.c.n_gpu_layers == 99);
+    REQUIRE(parse_args(&o, 2, g2) == 0);
+    CHECK(o.c.n_gpu_layers == -1);
     /* refused: unknown flags, a missing value, values the setters reject */
-    const char *bad[][2] = {{"--bogus", NULL},    {"--frobnicate-layers", "3"},
-                            {"--ctx-size", NULL}, {"--sleep-idle-seconds", "0"},
-                            {"--port", "70000"},  {"--cors-credentials", "x"}};
+    const char *bad[][2] = {
+        {"--bogus", NULL},   {"--frobnicate-layers", "3"}, {"--ctx-size", NULL}, {"--sleep-idle-seconds", "0"},
+        {"--port", "70000"}, {"--cors-credentials", "x"},  {"-ngl", "lots"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECKF(parse_args(&o, bad[i][1] ? 2 : 1, bad[i]) == -1, "%s accepted", bad[i][0]);
 }
