@@ -730,7 +730,9 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
         s->recurrent = !trit_session_can_shift(s->slots[0].s);
         s->shift = c->context_shift && !s->recurrent;
         if (c->context_shift && s->recurrent) /* llama-server's warning and choice */
-            fprintf(stderr, "trit serve: context shift is not supported by %s (recurrent layers), it is disabled\n",
+            fprintf(stderr,
+                    "trit serve: context shift is not supported by %s here (recurrent layers, or the GPU), "
+                    "it is disabled\n",
                     trit_model_arch(m));
     }
     if (!ok || pthread_create(&s->th, NULL, sched_main, s)) {

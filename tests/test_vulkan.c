@@ -17,6 +17,7 @@
 #include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "trit.h"
 #include "types/types.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -384,6 +385,42 @@ static void test_backend_models(void) {
     model_free(m);
 }
 
+/* The engine's -ngl: all layers go to the device; a partial count and a model the device cannot
+ * run stay on the CPU with the reason; a device session refuses a context shift it cannot do. */
+static void test_engine_offload(void) {
+    char err[256];
+    trit_model_params p = trit_model_default_params();
+    p.n_gpu_layers = 99;
+    trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    trit_model_info info = trit_model_get_info(m);
+    CHECK(!strcmp(info.backend, "vulkan") && !*info.backend_note && !strcmp(info.repack, "uploaded"));
+    trit_session_params sp = {.n_ctx = 64};
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    REQUIRE(s);
+    const int32_t toks[] = {1, 400, 35, 71, 90, 12};
+    CHECK(trit_session_eval(s, toks, 6, NULL, 0, err, sizeof err) == 0);
+    CHECK(!trit_session_can_shift(s));
+    CHECK(trit_session_shift(s, 1, 2, err, sizeof err) == -1 && strstr(err, "not on the vulkan backend"));
+    trit_session_free(s);
+    trit_model_free(m);
+    static const struct {
+        const char *path;
+        int ngl;
+        const char *why;
+    } cpu[] = {{"data/models/stories260K.gguf", 2, "part of the 5 layers"},
+               {"golden/models/tiny-qwen35-PQ2_0.gguf", -1, "qwen35"}};
+    for (size_t i = 0; i < sizeof cpu / sizeof *cpu; i++) {
+        p.n_gpu_layers = cpu[i].ngl;
+        m = trit_model_load(shared_path(cpu[i].path), &p, err, sizeof err);
+        REQUIREF(m, "%s", err);
+        info = trit_model_get_info(m);
+        CHECKF(!strcmp(info.backend, "cpu") && strstr(info.backend_note, cpu[i].why), "%s: %s %s", cpu[i].path,
+               info.backend, info.backend_note);
+        trit_model_free(m);
+    }
+}
+
 const test_case vulkan_tests[] = {
     {"matvec_types", test_matvec_types},
     {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
@@ -392,5 +429,6 @@ const test_case vulkan_tests[] = {
     {"read", test_read},
     {"recorded_run", test_recorded_run},
     {"backend_models", test_backend_models},
+    {"engine_offload", test_engine_offload},
     {0},
 };

@@ -69,7 +69,7 @@ struct backend_ops {
     int (*regions)(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
     /* Context shift of an attention-only model: positions [n_keep, n_keep + n_discard) of n_past
      * leave the cache, the later rows move down and their keys are rotated back n_discard
-     * positions (llama.cpp's K-shift). */
+     * positions (llama.cpp's K-shift). NULL: the backend cannot (the engine refuses the shift). */
     void (*shift)(backend_state *st, int n_keep, int n_discard, int n_past);
     /* Whether a pass run in work's work area can carry rows of st. */
     int (*can_share)(const backend_state *work, const backend_state *st);

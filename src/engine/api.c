@@ -216,7 +216,9 @@ int trit_session_checkpoint(trit_session *s, char *err, size_t errlen) {
 }
 
 int trit_session_truncate(trit_session *s, int n) { return session_truncate(s->s, n); }
-int trit_session_can_shift(const trit_session *s) { return session_attention_only(s->s); }
+int trit_session_can_shift(const trit_session *s) {
+    return session_attention_only(s->s) && s->s->b->ops->shift != NULL;
+}
 
 int trit_session_shift(trit_session *s, int n_keep, int n_discard, char *err, size_t errlen) {
     trit_err e = {{0}};

@@ -101,6 +101,7 @@ int session_shift(session *s, int n_keep, int n_discard, trit_err *err) {
     if (!session_attention_only(s))
         return fail(err, "context shift cannot be exact for %s: its recurrent layers hold the dropped tokens",
                     s->b->m->arch);
+    if (!s->b->ops->shift) return fail(err, "context shift is not on the %s backend yet", s->b->ops->name);
     if (n_keep < 0 || n_discard <= 0 || n_keep > s->n_past - n_discard)
         return fail(err, "cannot drop %d tokens after %d of %d", n_discard, n_keep, s->n_past);
     s->b->ops->shift(s->st, n_keep, n_discard, s->n_past);

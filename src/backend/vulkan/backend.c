@@ -27,7 +27,6 @@ typedef struct {
 typedef struct {
     backend_state base;
     int n_ctx;
-    int broken; /* a shift the device cannot do was asked for */
     vk_buf *k, *v; /* [n_layer][n_ctx][n_head_kv * head_dim] f16 */
     /* the work area: every row's input and output (residual streams or logits) for a pass, and one
      * row's residual, normed input, q/k/v, attention, FFN, scores and logits */
@@ -240,8 +239,7 @@ static void vk_forward(backend_state *work, const backend_row *rows, const int32
     trit_err err = {{0}};
     int rc = 0;
     for (int t = 0; t < nb && !rc; t++) {
-        if (((vk_state *)rows[t].st)->broken) rc = fail(&err, "vulkan: the sequence was shifted");
-        else if (l0 == 0) embed_row(&m->tok_embd, tokens[t], in + (size_t)t * E);
+        if (l0 == 0) embed_row(&m->tok_embd, tokens[t], in + (size_t)t * E);
         else memcpy(in + (size_t)t * E, x + (size_t)t * E, E * sizeof *in);
     }
     /* a row records at most 2 kernels a layer more than the 19 of qwen3's, and 4 more around them */
@@ -264,14 +262,6 @@ static void vk_forward(backend_state *work, const backend_row *rows, const int32
     }
 }
 
-/* A context shift needs the keys rotated back on the device: not yet. The state is marked, so
- * its rows give NaN rather than attention over misplaced keys. */
-static void vk_shift(backend_state *st, int n_keep, int n_discard, int n_past) {
-    (void)n_keep, (void)n_discard, (void)n_past;
-    fprintf(stderr, "trit: vulkan: context shift is not on the device yet\n");
-    ((vk_state *)st)->broken = 1;
-}
-
 const backend_ops backend_vulkan = {
     .name = "vulkan",
     .max_rows = 64,
@@ -284,7 +274,7 @@ const backend_ops backend_vulkan = {
     .state_copy = vk_state_copy,
     .recurrent = vk_recurrent,
     .regions = vk_regions,
-    .shift = vk_shift,
+    .shift = NULL, /* the keys' rotation back is not on the device yet */
     .can_share = vk_can_share,
     .forward = vk_forward,
 };
