@@ -7,7 +7,7 @@
 #include "args.h"
 
 gen_opts gen_default_opts(void) {
-    gen_opts o = {.n_ctx = 4096, .sp = trit_sampler_default_params()};
+    gen_opts o = {.n_ctx = 4096, .gpu_device = -1, .sp = trit_sampler_default_params()};
     return o;
 }
 
@@ -54,6 +54,11 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     if (IS("-ngl", "--n-gpu-layers")) {
         VAL();
         CHECKED(arg_int(c, a, v, -1, 100000, &o->n_gpu_layers));
+    }
+    if (IS("-dev", "--device")) { /* N, llama.cpp's VulkanN, or none (the CPU) */
+        VAL();
+        if (!strcmp(v, "none")) return o->n_gpu_layers = 0, 1;
+        CHECKED(arg_int(c, a, strncmp(v, "Vulkan", 6) ? v : v + 6, 0, 64, &o->gpu_device));
     }
     if (IS("--temp", NULL)) {
         VAL();
@@ -147,6 +152,7 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     mp.use_mmap = !o->no_mmap;
     mp.repack = !o->no_repack;
     mp.n_gpu_layers = o->n_gpu_layers;
+    mp.gpu_device = o->gpu_device;
     *s = NULL, *smp = NULL;
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;

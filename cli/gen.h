@@ -7,7 +7,7 @@
 
 typedef struct {
     const char *model;
-    int n_ctx, n_threads, n_gpu_layers, no_mmap, no_repack, kv_f32[2];
+    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, kv_f32[2];
     trit_sampler_params sp;
     trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
     int n_bias;

@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trit.h"
+
 #include "cli.h"
 
 static const struct {
@@ -37,6 +39,12 @@ int main(int argc, char **argv) {
         usage();
         return 0;
     }
+    for (int i = 1; i < argc; i++) /* llama.cpp's --list-devices, with any command */
+        if (!strcmp(argv[i], "--list-devices")) {
+            char list[4096], err[512];
+            if (trit_gpu_list(list, sizeof list, err, sizeof err)) return fprintf(stderr, "trit: %s\n", err), 1;
+            return fputs(list, stdout), 0;
+        }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "trit: unknown command '%s' (try trit --help)\n", argv[1]);

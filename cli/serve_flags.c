@@ -98,6 +98,11 @@ static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cac
 static int set_metrics(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.metrics); }
 static int set_slots(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.slots); }
 static int set_repack(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.repack); }
+/* llama-server's --device: N or VulkanN picks the GPU, none keeps the model on the CPU */
+static int set_device(serve_opts *o, const char *f, const char *v) {
+    if (!strcmp(v, "none")) return o->c.n_gpu_layers = 0, 0;
+    return arg_int(C, f, strncmp(v, "Vulkan", 6) ? v : v + 6, 0, 64, &o->c.gpu_device);
+}
 /* llama-server's -ngl: a count, or "all" / "auto" (every layer: partial offload is not offered yet) */
 static int set_ngl(serve_opts *o, const char *f, const char *v) {
     if (!strcmp(v, "all") || !strcmp(v, "auto")) return o->c.n_gpu_layers = -1, 0;
@@ -282,7 +287,7 @@ const serve_flag serve_flags[] = {
     {"-lm|--load-mode", NULL, "LLAMA_ARG_LOAD_MODE", F_VALUE, NULL},
     {"-lzm|--lazy-mode", NULL, "LLAMA_ARG_LAZY_MODE", F_VALUE, NULL},
     {"--numa", NULL, "LLAMA_ARG_NUMA", F_VALUE, NULL},
-    {"-dev|--device", NULL, "LLAMA_ARG_DEVICE", F_VALUE, NULL},
+    {"-dev|--device", NULL, "LLAMA_ARG_DEVICE", F_VALUE, set_device},
     {"--list-devices", NULL, NULL, F_SWITCH, NULL},
     {"-ot|--override-tensor", NULL, "LLAMA_ARG_OVERRIDE_TENSOR", F_VALUE, NULL},
     {"-cmoe|--cpu-moe", NULL, "LLAMA_ARG_CPU_MOE", F_SWITCH, NULL},

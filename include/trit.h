@@ -30,6 +30,8 @@ typedef struct {
                          Where that cannot be (no device, a build without Vulkan, a model or a
                          partial count the device does not take yet) the CPU runs it and
                          trit_model_info.backend_note says why */
+    int gpu_device; /* which Vulkan device (--device): -1 (default) TRIT_VK_DEVICE, else
+                       GGML_VK_VISIBLE_DEVICES's first, else 0 */
     int repack; /* default 1: ternary matmul weights are re-laid for the kernels at load,
                          through the on-disk cache ($TRIT_CACHE_DIR, else $XDG_CACHE_HOME/trit,
                          else ~/.cache/trit); 0 uses the file's layout (--no-repack) */
@@ -38,6 +40,9 @@ typedef struct {
 } trit_model_params;
 
 trit_model_params trit_model_default_params(void);
+/* The GPUs the Vulkan loader sees, one "N: name" line each, into buf (what --list-devices
+ * prints). 0, or -1 with err (no loader, no device, or a build without Vulkan). */
+int trit_gpu_list(char *buf, size_t n, char *err, size_t errlen);
 trit_model *trit_model_load(const char *path, const trit_model_params *p, char *err, size_t errlen);
 /* Waits for a repack cache file still being written (the first load of a model writes it). */
 void trit_model_free(trit_model *m);

@@ -114,6 +114,7 @@ static int load(srv_model *e, char *err, size_t errlen) {
     trit_model_params mp = trit_model_default_params();
     mp.repack = ms->cfg.repack;
     mp.n_gpu_layers = ms->cfg.n_gpu_layers;
+    mp.gpu_device = ms->cfg.gpu_device;
     e->sv.model = trit_model_load(e->path, &mp, err, errlen);
     if (e->sv.model) e->sv.sch = sched_new(e->sv.model, &e->sv.cfg, err, errlen);
     if (!e->sv.sch) return trit_model_free(e->sv.model), e->sv.model = NULL, -1;

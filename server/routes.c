@@ -12,6 +12,7 @@ void srv_config_defaults(srv_config *c) {
     c->host = "127.0.0.1";
     c->port = 8080;
     c->n_parallel = 1;
+    c->gpu_device = -1; /* TRIT_VK_DEVICE, else the first */
     c->n_ctx = 4096;
     c->timeout_s = 600;
     c->slots = 1;

@@ -39,7 +39,7 @@ typedef struct {
     /* the shell (cli/serve_flags.c, http.c, models.c); host and alias may be comma lists */
     const char *tags, *cors_methods, *cors_headers, *models_dir, *predict_route;
     int cors_credentials, verbose, ui_mcp_proxy, models_max, models_autoload, repack;
-    int n_gpu_layers; /* -ngl: trit_model_params.n_gpu_layers */
+    int n_gpu_layers, gpu_device; /* -ngl and --device: trit_model_params' */
     int sleep_idle_s; /* -1: never sleep */
     /* the prompt cache and the slots (sched.c) */
     int context_shift; /* --context-shift: a full slot drops half its tokens after n_keep and goes on */

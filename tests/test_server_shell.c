@@ -82,6 +82,11 @@ static void test_flag_values(void) {
     CHECK(o.c.n_gpu_layers == 99);
     REQUIRE(parse_args(&o, 2, g2) == 0);
     CHECK(o.c.n_gpu_layers == -1);
+    const char *d[] = {"-ngl", "99", "-dev", "Vulkan1"}, *d2[] = {"-ngl", "99", "--device", "none"};
+    REQUIRE(parse_args(&o, 4, d) == 0);
+    CHECK(o.c.gpu_device == 1 && o.c.n_gpu_layers == 99);
+    REQUIRE(parse_args(&o, 4, d2) == 0);
+    CHECK(o.c.n_gpu_layers == 0);
     /* refused: unknown flags, a missing value, values the setters reject */
     const char *bad[][2] = {
         {"--bogus", NULL},   {"--frobnicate-layers", "3"}, {"--ctx-size", NULL}, {"--sleep-idle-seconds", "0"},

@@ -410,6 +410,18 @@ static void test_engine_offload(void) {
         const char *why;
     } cpu[] = {{"data/models/stories260K.gguf", 2, "part of the 5 layers"},
                {"golden/models/tiny-qwen35-PQ2_0.gguf", -1, "qwen35"}};
+    /* --list-devices with any command; a device that is not there leaves the model on the CPU */
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s run --list-devices", trit_bin());
+    CHECK(run_cmd(cmd, &out) == 0 && out && !strncmp(out, "0: ", 3));
+    free(out);
+    p.n_gpu_layers = 99, p.gpu_device = 7;
+    m = trit_model_load(shared_path("data/models/stories260K.gguf"), &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    info = trit_model_get_info(m);
+    CHECKF(!strcmp(info.backend, "cpu") && strstr(info.backend_note, "no device 7"), "%s", info.backend_note);
+    trit_model_free(m);
+    p.gpu_device = -1;
     for (size_t i = 0; i < sizeof cpu / sizeof *cpu; i++) {
         p.n_gpu_layers = cpu[i].ngl;
         m = trit_model_load(shared_path(cpu[i].path), &p, err, sizeof err);

@@ -45,6 +45,7 @@ typedef struct {
     int use_mmap;
     int repack;
     uint64_t repack_cache_min; /* packed bytes from which the on-disk cache is used */
+    int device; /* a GPU backend's device: -1 its default */
 } backend_params;
 
 struct backend_ops {

@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#ifdef TRIT_VULKAN
+#include "backend/vulkan/vk.h"
+#endif
 #include "base/pool.h"
 #include "engine/session.h"
 #include "kernels/kernels.h"
@@ -36,8 +39,21 @@ static void copy_err(const trit_err *e, char *err, size_t errlen) {
 }
 
 trit_model_params trit_model_default_params(void) {
-    trit_model_params p = {.use_mmap = 1, .n_gpu_layers = 0, .repack = 1, .repack_cache_min = BACKEND_REPACK_CACHE_MIN};
+    trit_model_params p = {
+        .use_mmap = 1, .n_gpu_layers = 0, .gpu_device = -1, .repack = 1, .repack_cache_min = BACKEND_REPACK_CACHE_MIN};
     return p;
+}
+
+int trit_gpu_list(char *buf, size_t n, char *err, size_t errlen) {
+#ifdef TRIT_VULKAN
+    trit_err e = {{0}};
+    if (!vk_list_devices(buf, n, &e)) return 0;
+    copy_err(&e, err, errlen);
+#else
+    (void)buf, (void)n;
+    snprintf(err, errlen, "this build has no GPU backend (Vulkan)");
+#endif
+    return -1;
 }
 
 /* -ngl n: the whole model on the Vulkan device when it can be; else tm->note says why not (and
@@ -68,7 +84,8 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
         return NULL;
     }
     tm->m = model_load(path, p->use_mmap, &e);
-    const backend_params bp = {.use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min};
+    const backend_params bp = {
+        .use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min, .device = p->gpu_device};
     if (tm->m && p->n_gpu_layers && open_device(tm, p->n_gpu_layers, &bp)) {
         /* on the device */
     } else if (tm->m && backend_open(&tm->b, &backend_cpu, tm->m, &bp, &e)) {

@@ -68,7 +68,6 @@ static void vk_release(backend *b) {
 }
 
 static int vk_prepare(backend *b, const backend_params *p, trit_err *err) {
-    (void)p;
     const model *m = b->m;
     const hparams *hp = &m->hp;
     if (m->arch_id == ARCH_QWEN35) return fail(err, "vulkan: qwen35 (Gated DeltaNet) is not on the device yet");
@@ -79,7 +78,7 @@ static int vk_prepare(backend *b, const backend_params *p, trit_err *err) {
     vb->w = calloc((size_t)m->n_weights + 1, sizeof *vb->w);
     vb->layers = calloc((size_t)hp->n_layer, sizeof *vb->layers);
     int rc = vb->w && vb->layers ? 0 : fail(err, "out of memory");
-    if (!rc && !(vb->c = vk_open(-1, err))) rc = -1;
+    if (!rc && !(vb->c = vk_open(p->device, err))) rc = -1;
     for (int il = 0; !rc && il < hp->n_layer; il++) {
         const layer *L = &m->layers[il];
         vk_layer *V = &vb->layers[il];
