@@ -11,6 +11,7 @@
 
 static const char *usage =
     "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk f16|f32 -ctv f16|f32] [--no-mmap] [-nr]\n"
+    "                   [-ngl N]\n"
     "  writes n_tokens rows of n_vocab float32 (little-endian) logits to OUT\n";
 
 /* Parses "1,15,27" into ids; returns the count or -1. */
@@ -38,7 +39,7 @@ static int parse_ids(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *v;
-    int n_ctx = 0, no_mmap = 0, no_repack = 0, kv_f32[2] = {0, 0};
+    int n_ctx = 0, no_mmap = 0, no_repack = 0, ngl = 0, kv_f32[2] = {0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -60,6 +61,8 @@ int cmd_logits(int argc, char **argv) {
             if (!(v = arg_value("logits", argc, argv, &i)) ||
                 arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
                 return 1;
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
+            if (!(v = arg_value("logits", argc, argv, &i)) || arg_int("logits", a, v, -1, 100000, &ngl)) return 1;
         } else if (!strcmp(a, "--no-mmap")) no_mmap = 1;
         else if (arg_no_repack(a)) no_repack = 1;
         else {
@@ -76,7 +79,10 @@ int cmd_logits(int argc, char **argv) {
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !no_mmap;
     mp.repack = !no_repack;
+    mp.n_gpu_layers = ngl;
     trit_model *m = trit_model_load(model, &mp, err, sizeof err);
+    if (m && *trit_model_get_info(m).backend_note)
+        fprintf(stderr, "trit logits: %s; running on the CPU\n", trit_model_get_info(m).backend_note);
     trit_session *s = NULL;
     float *logits = NULL;
     int rc = 1;

@@ -9,7 +9,7 @@
 #include "trit_tools.h"
 
 static const char *usage =
-    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] "
+    "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] [-ngl N] "
     "[--kl-divergence-base OUT]\n"
     "       trit perplexity -m FILE --kl-divergence-base BASE --kl-divergence [--chunks N] [-b N] [-t N]\n"
     "  Scores the second half of every n_ctx-token chunk of TEXT (llama-perplexity's protocol).\n"
@@ -19,7 +19,7 @@ static const char *usage =
 
 typedef struct {
     const char *model, *text, *kld_base;
-    int kld, no_mmap, no_repack;
+    int kld, no_mmap, no_repack, ngl;
     trit_perplexity_params p;
 } ppl_args;
 
@@ -42,6 +42,8 @@ static int parse(int argc, char **argv, ppl_args *a) {
             if (arg_int("perplexity", f, v, 1, 1 << 20, &a->p.n_batch)) return -1;
         } else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) {
             if (arg_int("perplexity", f, v, 0, 1024, &a->p.n_threads)) return -1;
+        } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
+            if (arg_int("perplexity", f, v, -1, 100000, &a->ngl)) return -1;
         } else {
             fprintf(stderr, "trit perplexity: unknown option '%s' (see trit perplexity --help)\n", f);
             return -1;
@@ -93,8 +95,11 @@ int cmd_perplexity(int argc, char **argv) {
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !a.no_mmap;
     mp.repack = !a.no_repack;
+    mp.n_gpu_layers = a.ngl;
     trit_model *m = trit_model_load(a.model, &mp, err, sizeof err);
     if (!m) return fprintf(stderr, "trit perplexity: %s\n", err), 1;
+    const char *note = trit_model_get_info(m).backend_note;
+    if (*note) fprintf(stderr, "trit perplexity: %s; running on the CPU\n", note);
     int rc;
     if (a.kld) {
         trit_perplexity_result r;
