@@ -112,12 +112,12 @@ static double run_once(trit_session *s, const int32_t *toks, int n_prompt, int n
 typedef struct {
     const char *file;
     trit_model_info info;
-    int threads, n_prompt, n_gen, reps, kv_f32;
+    int threads, n_prompt, n_gen, reps, kv_f32, ngl;
     double samples_ns[1000];
 } result;
 
 /* The backend column as llama-bench names it. */
-static const char *backend_of(const result *r) { return strcmp(r->info.backend, "vulkan") ? "CPU" : "Vulkan"; }
+static const char *backend_of(const result *r) { return strcmp(r->info.backend, "cpu") ? "Vulkan" : "CPU"; }
 
 static void stats(const result *r, double *avg_ts, double *sd_ts, double *avg_ns, double *sd_ns) {
     int n = r->n_prompt + r->n_gen;
@@ -198,10 +198,13 @@ static json_t *to_json(const result *r) {
                      (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
                      "model_bytes_per_token", (json_int_t)r->info.n_bytes_token, "n_batch", 512, "n_ubatch", 512,
                      "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16", "type_v", r->kv_f32 ? "f32" : "f16",
-                     "n_gpu_layers", strcmp(r->info.backend, "cpu") ? r->info.n_layer : 0, "flash_attn", !r->kv_f32,
-                     "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time", when, "avg_ns",
-                     (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts", sd_ts,
-                     "samples_ns", ns, "samples_ts", ts);
+                     "n_gpu_layers",
+                     !strcmp(r->info.backend, "cpu")         ? 0
+                         : !strcmp(r->info.backend, "split") ? r->ngl
+                                                             : r->info.n_layer,
+                     "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time",
+                     when, "avg_ns", (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts",
+                     sd_ts, "samples_ns", ns, "samples_ts", ts);
 }
 
 /* Times one test; prints it at once for md/jsonl, collects it for json. */
@@ -229,7 +232,8 @@ static int run_test(trit_model *m, const bench_opts *o, const char *file, int th
                   .n_prompt = n_prompt,
                   .n_gen = n_gen,
                   .reps = o->reps,
-                  .kv_f32 = o->kv_f32};
+                  .kv_f32 = o->kv_f32,
+                  .ngl = o->ngl};
     if (o->warmup && run_once(s, toks, n_prompt ? 1 : 0, n_gen ? 1 : 0, logits) < 0) goto fail;
     for (int i = 0; i < o->reps; i++)
         if ((r->samples_ns[i] = run_once(s, toks, n_prompt, n_gen, logits)) <= 0) goto fail;

@@ -158,6 +158,9 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
     const trit_model_info info = trit_model_get_info(*m);
     if (*info.backend_note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, info.backend_note);
+    else if (!strcmp(info.backend, "split"))
+        fprintf(stderr, "trit %s: the last %d of %d layers on the GPU (Vulkan), the others on the CPU\n", cmd,
+                o->n_gpu_layers, info.n_layer);
     else if (strcmp(info.backend, "cpu"))
         fprintf(stderr, "trit %s: all %d layers on the GPU (Vulkan)\n", cmd, info.n_layer);
     for (int i = 0; i < o->n_bias; i++)

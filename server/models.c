@@ -125,7 +125,9 @@ static int load(srv_model *e, char *err, size_t errlen) {
     if (*info.backend_note) fprintf(stderr, "trit serve: %s; running on the CPU\n", info.backend_note);
     fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens, on the %s\n", e->id,
             trit_model_desc(e->sv.model), e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch),
-            strcmp(info.backend, "cpu") ? "GPU (Vulkan)" : "CPU");
+            !strcmp(info.backend, "cpu")         ? "CPU"
+                : !strcmp(info.backend, "split") ? "CPU and GPU (Vulkan)"
+                                                 : "GPU (Vulkan)");
     return 0;
 }
 

@@ -287,6 +287,27 @@ static float *run_tokens(const backend_ops *ops, const model *m, const int32_t *
     return logits;
 }
 
+/* run_tokens through a split at layer first (the CPU's layers below it, the device's from it). */
+static float *run_split(const model *m, int first, const int32_t *toks, int n_tok, trit_err *err) {
+    backend b;
+    const backend_params bp = {.use_mmap = 1,
+                               .repack = 1,
+                               .repack_cache_min = UINT64_MAX,
+                               .first_layer = first,
+                               .device_ops = &backend_vulkan};
+    if (backend_open(&b, &backend_split, m, &bp, err)) return NULL;
+    const size_t V = (size_t)m->hp.n_vocab;
+    backend_state *st = b.ops->state_new(&b, 64, 1, 1, err);
+    float *logits = st ? malloc((size_t)n_tok * V * sizeof(float)) : NULL;
+    backend_row rows[64];
+    float *out[64];
+    for (int t = 0; logits && t < n_tok; t++) rows[t] = (backend_row){st, t, n_tok}, out[t] = logits + t * V;
+    if (logits) b.ops->forward(st, rows, toks, n_tok, 0, m->hp.n_layer, NULL, out);
+    if (st) b.ops->state_free(st);
+    backend_close(&b);
+    return logits;
+}
+
 /* The largest |a - b| over the logits, relative to the largest |b|. */
 static double logit_gap(const float *a, const float *b, size_t n) {
     double d = 0, big = 0;
@@ -347,6 +368,25 @@ static void test_backend_models(void) {
         free(cpu), free(gpu);
         model_free(m);
     }
+    /* partial offload: every cut of the layers between the CPU and the device agrees as well */
+    static const char *const splits[] = {"data/models/stories260K.gguf", "golden/models/tiny-qwen3-PTQ1_0.gguf"};
+    for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
+        trit_err err = {{0}};
+        model *m = model_load(shared_path(splits[i]), 1, &err);
+        REQUIREF(m, "%s: %s", splits[i], err.msg);
+        float *cpu = run_tokens(&backend_cpu, m, toks, 12, 0, &err);
+        const size_t V = (size_t)m->hp.n_vocab;
+        for (int first = 1; cpu && first < m->hp.n_layer; first++) {
+            float *sp = run_split(m, first, toks, 12, &err);
+            CHECKF(sp, "%s split at %d: %s", splits[i], first, err.msg);
+            for (int t = 0; sp && t < 12; t++)
+                CHECKF(logit_gap(sp + t * V, cpu + t * V, V) <= (i ? 3e-2 : 2e-3), "%s split at %d, token %d: %.3g",
+                       splits[i], first, t, logit_gap(sp + t * V, cpu + t * V, V));
+            free(sp);
+        }
+        free(cpu);
+        model_free(m);
+    }
     /* stories260K's greedy text: token for token the CPU's, 48 steps from BOS */
     trit_err err = {{0}};
     model *m = model_load(shared_path("data/models/stories260K.gguf"), 1, &err);
@@ -385,8 +425,9 @@ static void test_backend_models(void) {
     model_free(m);
 }
 
-/* The engine's -ngl: all layers go to the device; a partial count and a model the device cannot
- * run stay on the CPU with the reason; a device session refuses a context shift it cannot do. */
+/* The engine's -ngl: all layers go to the device, a partial count splits them (the CPU's first);
+ * a model the device cannot run stays on the CPU with the reason; a device session refuses a
+ * context shift it cannot do; a split session copied goes on as the original. */
 static void test_engine_offload(void) {
     char err[256];
     trit_model_params p = trit_model_default_params();
@@ -408,8 +449,26 @@ static void test_engine_offload(void) {
         const char *path;
         int ngl;
         const char *why;
-    } cpu[] = {{"data/models/stories260K.gguf", 2, "part of the 5 layers"},
-               {"golden/models/tiny-qwen35-PQ2_0.gguf", -1, "qwen35"}};
+    } cpu[] = {{"golden/models/tiny-qwen35-PQ2_0.gguf", -1, "qwen35"},
+               {"golden/models/tiny-qwen35-PQ2_0.gguf", 1, "qwen35"}};
+    p.n_gpu_layers = 2;
+    m = trit_model_load(shared_path("data/models/stories260K.gguf"), &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    info = trit_model_get_info(m);
+    CHECKF(!strcmp(info.backend, "split") && !*info.backend_note, "%s %s", info.backend, info.backend_note);
+    trit_session *a = trit_session_new(m, &sp, err, sizeof err), *c2 = trit_session_new(m, &sp, err, sizeof err);
+    REQUIRE(a && c2);
+    const int V = trit_model_n_vocab(m);
+    float *la = malloc((size_t)V * sizeof *la), *lc = malloc((size_t)V * sizeof *lc);
+    REQUIRE(la && lc);
+    CHECK(trit_session_eval(a, toks, 5, NULL, 0, err, sizeof err) == 0 &&
+          trit_session_copy(c2, a, err, sizeof err) == 0);
+    CHECK(trit_session_eval(a, toks + 5, 1, la, 0, err, sizeof err) == 0 &&
+          trit_session_eval(c2, toks + 5, 1, lc, 0, err, sizeof err) == 0);
+    CHECK(!memcmp(la, lc, (size_t)V * sizeof *la));
+    free(la), free(lc);
+    trit_session_free(a), trit_session_free(c2);
+    trit_model_free(m);
     /* --list-devices with any command; a device that is not there leaves the model on the CPU */
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s run --list-devices", trit_bin());

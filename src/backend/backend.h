@@ -46,6 +46,8 @@ typedef struct {
     int repack;
     uint64_t repack_cache_min; /* packed bytes from which the on-disk cache is used */
     int device; /* a GPU backend's device: -1 its default */
+    int first_layer; /* a device backend holds layers [first_layer, n_layer) only (0: all) */
+    const backend_ops *device_ops; /* backend_split: the backend of its last layers */
 } backend_params;
 
 struct backend_ops {
@@ -94,6 +96,10 @@ void backend_close(backend *b);
 
 /* The CPU backend (backend/cpu/). */
 extern const backend_ops backend_cpu;
+/* llama.cpp's partial offload (backend/split.c): layers [0, first_layer) on the CPU backend, the
+ * rest and the output head on params' device_ops. */
+extern const backend_ops backend_split;
+
 #ifdef TRIT_VULKAN
 /* The Vulkan backend (backend/vulkan/): llama and qwen3 on one device. */
 extern const backend_ops backend_vulkan;

@@ -56,17 +56,17 @@ int trit_gpu_list(char *buf, size_t n, char *err, size_t errlen) {
     return -1;
 }
 
-/* -ngl n: the whole model on the Vulkan device when it can be; else tm->note says why not (and
- * the CPU runs it). Partial offload (the last n layers) needs the engine to run two backends. */
+/* -ngl n: the last n layers and the output head on the Vulkan device (all of them when n covers
+ * the layers or is -1; the rest on the CPU, through backend_split) when it can be; else tm->note
+ * says why not, and the CPU runs it all. */
 static int open_device(trit_model *tm, int n, const backend_params *bp) {
     const int L = tm->m->hp.n_layer;
 #ifdef TRIT_VULKAN
     trit_err e = {{0}};
-    if (n > 0 && n < L)
-        snprintf(tm->note, sizeof tm->note,
-                 "-ngl %d puts part of the %d layers on the GPU, not offered yet; use -ngl %d", n, L, L);
-    else if (backend_open(&tm->b, &backend_vulkan, tm->m, bp, &e)) snprintf(tm->note, sizeof tm->note, "%s", e.msg);
-    else return 1;
+    backend_params split = *bp;
+    split.first_layer = n > 0 && n < L ? L - n : 0, split.device_ops = &backend_vulkan;
+    if (!backend_open(&tm->b, split.first_layer ? &backend_split : &backend_vulkan, tm->m, &split, &e)) return 1;
+    snprintf(tm->note, sizeof tm->note, "%s", e.msg);
 #else
     (void)bp;
     snprintf(tm->note, sizeof tm->note, "this build has no GPU backend (-ngl %d of %d layers)", n, L);

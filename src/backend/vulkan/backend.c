@@ -19,6 +19,7 @@ typedef struct {
 
 typedef struct {
     vk_ctx *c;
+    int first; /* the first layer on the device (a split's device side), else 0 */
     vk_buf **w; /* by weight id */
     vk_layer *layers;
     vk_buf *output_norm;
@@ -27,7 +28,7 @@ typedef struct {
 typedef struct {
     backend_state base;
     int n_ctx;
-    vk_buf *k, *v; /* [n_layer][n_ctx][n_head_kv * head_dim] f16 */
+    vk_buf *k, *v; /* [the device's layers][n_ctx][n_head_kv * head_dim] f16 */
     /* the work area: every row's input and output (residual streams or logits) for a pass, and one
      * row's residual, normed input, q/k/v, attention, FFN, scores and logits */
     vk_buf *rows_in, *rows_out, *x, *xn, *q, *kr, *vr, *att, *h1, *h2, *scores, *logits;
@@ -79,7 +80,8 @@ static int vk_prepare(backend *b, const backend_params *p, trit_err *err) {
     vb->layers = calloc((size_t)hp->n_layer, sizeof *vb->layers);
     int rc = vb->w && vb->layers ? 0 : fail(err, "out of memory");
     if (!rc && !(vb->c = vk_open(p->device, err))) rc = -1;
-    for (int il = 0; !rc && il < hp->n_layer; il++) {
+    vb->first = p->first_layer;
+    for (int il = vb->first; !rc && il < hp->n_layer; il++) {
         const layer *L = &m->layers[il];
         vk_layer *V = &vb->layers[il];
         const weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
@@ -117,7 +119,8 @@ static backend_state *vk_state_new(backend *b, int n_ctx, int n_threads, int kv_
     if (!s) return fail(err, "out of memory"), NULL;
     s->base.b = b, s->n_ctx = n_ctx;
     const size_t kv = (size_t)hp->n_head_kv * hp->head_dim, qd = (size_t)hp->n_head * hp->head_dim, f = sizeof(float);
-    const size_t cache = (size_t)hp->n_layer * (size_t)n_ctx * kv * 2;
+    const int first = ((vk_backend *)b->impl)->first;
+    const size_t cache = (size_t)(hp->n_layer - first) * (size_t)n_ctx * kv * 2; /* the device's layers only */
     const size_t widest = (size_t)(hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff);
     const size_t R = (size_t)backend_vulkan.max_rows;
     const size_t out_row = (size_t)(hp->n_vocab > hp->n_embd ? hp->n_vocab : hp->n_embd);
@@ -150,7 +153,7 @@ static int vk_state_copy(backend_state *dst, const backend_state *src, int n_pas
     const hparams *hp = &dst->b->m->hp;
     if (n_past > d->n_ctx || n_past > s->n_ctx) return fail(err, "vulkan: %d positions do not fit", n_past);
     const size_t row = (size_t)hp->n_head_kv * hp->head_dim * 2;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < hp->n_layer - ((vk_backend *)dst->b->impl)->first; il++) {
         memcpy((uint8_t *)vk_buf_map(d->k) + (size_t)il * d->n_ctx * row,
                (const uint8_t *)vk_buf_map(s->k) + (size_t)il * s->n_ctx * row, (size_t)n_past * row);
         memcpy((uint8_t *)vk_buf_map(d->v) + (size_t)il * d->n_ctx * row,
@@ -169,7 +172,7 @@ static int vk_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *
     vk_state *s = (vk_state *)st;
     const hparams *hp = &st->b->m->hp;
     const size_t row = (size_t)hp->n_head_kv * hp->head_dim * 2;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < hp->n_layer - ((vk_backend *)st->b->impl)->first; il++) {
         int rc = fn(ctx, (uint8_t *)vk_buf_map(s->k) + (size_t)il * s->n_ctx * row, (size_t)n_past * row);
         if (!rc) rc = fn(ctx, (uint8_t *)vk_buf_map(s->v) + (size_t)il * s->n_ctx * row, (size_t)n_past * row);
         if (rc) return rc;
@@ -193,7 +196,7 @@ static int record_row(const backend *b, vk_state *w, vk_state *s, int pos, int l
     for (int il = l0; il < l1 && !rc; il++) {
         const layer *L = &m->layers[il];
         const vk_layer *V = &vb->layers[il];
-        const size_t base = (size_t)il * (size_t)s->n_ctx * (size_t)nkv;
+        const size_t base = (size_t)(il - vb->first) * (size_t)s->n_ctx * (size_t)nkv;
         rc = vk_rmsnorm(c, w->x, V->attn_norm, w->xn, 1, E, hp->rms_eps, err) ||
             vk_matvec(c, L->wq.type, vb->w[L->wq.id], nq, E, w->xn, w->q, err) ||
             vk_matvec(c, L->wk.type, vb->w[L->wk.id], nkv, E, w->xn, w->kr, err) ||
@@ -236,7 +239,7 @@ static void vk_forward(backend_state *work, const backend_row *rows, const int32
     float *in = vk_buf_map(w->rows_in);
     const float *res = vk_buf_map(w->rows_out);
     trit_err err = {{0}};
-    int rc = 0;
+    int rc = l0 < ((vk_backend *)b->impl)->first ? fail(&err, "vulkan: layer %d is not on the device", l0) : 0;
     for (int t = 0; t < nb && !rc; t++) {
         if (l0 == 0) embed_row(&m->tok_embd, tokens[t], in + (size_t)t * E);
         else memcpy(in + (size_t)t * E, x + (size_t)t * E, E * sizeof *in);
