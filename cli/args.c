@@ -112,3 +112,8 @@ char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t 
     }
     return buf;
 }
+
+void arg_backend_note(const char *cmd, const trit_model *m) {
+    const char *note = trit_model_get_info(m).backend_note;
+    if (*note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, note);
+}

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trit.h"
+
 /* The value after argv[*i] (advancing *i), or NULL with a message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 int arg_int(const char *cmd, const char *flag, const char *s, long lo, long hi, int *out);
@@ -17,6 +19,8 @@ int arg_logit_bias(const char *cmd, const char *flag, const char *s, int32_t *to
 int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
 /* Whether a is --no-repack / -nr (llama.cpp's spelling): keep the file's weight layout. */
 int arg_no_repack(const char *a);
+/* When -ngl asked for the GPU and the CPU runs the model, says why on stderr (one line). */
+void arg_backend_note(const char *cmd, const trit_model *m);
 /* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);
 

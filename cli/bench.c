@@ -276,8 +276,7 @@ int cmd_bench(int argc, char **argv) {
             rc = 1;
             break;
         }
-        const char *note = trit_model_get_info(m).backend_note;
-        if (*note) fprintf(stderr, "trit bench: %s; running on the CPU\n", note);
+        arg_backend_note("bench", m);
         for (int ti = 0; ti < o.n_threads && !rc; ti++) {
             for (int pi = 0; pi < o.n_prompts && !rc; pi++)
                 if (o.prompts[pi]) rc = run_test(m, &o, o.models[mi], o.threads[ti], o.prompts[pi], 0, all) ? 1 : 0;

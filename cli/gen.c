@@ -157,8 +157,8 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
     const trit_model_info info = trit_model_get_info(*m);
-    if (*info.backend_note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, info.backend_note);
-    else if (!strcmp(info.backend, "split"))
+    arg_backend_note(cmd, *m); /* a note means the CPU; otherwise where the layers went */
+    if (!strcmp(info.backend, "split"))
         fprintf(stderr, "trit %s: the last %d of %d layers on the GPU (Vulkan), the others on the CPU\n", cmd,
                 o->n_gpu_layers, info.n_layer);
     else if (strcmp(info.backend, "cpu"))

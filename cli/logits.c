@@ -81,8 +81,7 @@ int cmd_logits(int argc, char **argv) {
     mp.repack = !no_repack;
     mp.n_gpu_layers = ngl;
     trit_model *m = trit_model_load(model, &mp, err, sizeof err);
-    if (m && *trit_model_get_info(m).backend_note)
-        fprintf(stderr, "trit logits: %s; running on the CPU\n", trit_model_get_info(m).backend_note);
+    if (m) arg_backend_note("logits", m);
     trit_session *s = NULL;
     float *logits = NULL;
     int rc = 1;

@@ -98,8 +98,7 @@ int cmd_perplexity(int argc, char **argv) {
     mp.n_gpu_layers = a.ngl;
     trit_model *m = trit_model_load(a.model, &mp, err, sizeof err);
     if (!m) return fprintf(stderr, "trit perplexity: %s\n", err), 1;
-    const char *note = trit_model_get_info(m).backend_note;
-    if (*note) fprintf(stderr, "trit perplexity: %s; running on the CPU\n", note);
+    arg_backend_note("perplexity", m);
     int rc;
     if (a.kld) {
         trit_perplexity_result r;

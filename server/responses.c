@@ -107,6 +107,18 @@ static void step_add(step *st, const char *name, json_t *data) {
     st->name = name, st->data = data;
 }
 
+/* Opens an output item (taken) at the next index (*open: that index + 1) with its empty content
+ * part of part_type: response.output_item.added, then response.content_part.added. */
+static void open_item(step *st, srv_task *t, int *open, json_t *item, const char *id, const char *part_type) {
+    *open = n_items(t) + 1;
+    step_add(st, "response.output_item.added",
+             at(json_pack("{s:s,s:o}", "type", "response.output_item.added", "item", item), *open - 1, -1));
+    step_add(st, "response.content_part.added",
+             at(json_pack("{s:s,s:s,s:{s:s,s:s}}", "type", "response.content_part.added", "item_id", id, "part", "type",
+                          part_type, "text", ""),
+                *open - 1, 0));
+}
+
 /* Event i: a progress report is a response.in_progress with its prompt_progress; reasoning opens
  * the reasoning item once, then comes as reasoning_text.delta; text opens the message item and its
  * part once, then comes as output_text.delta. Timings go on the step's last event. */
@@ -123,34 +135,21 @@ static void step_events(strbuf *b, srv_task *t, int i) {
         json_object_set_new(d, "prompt_progress", progress_json(&e));
         step_add(&st, "response.in_progress", d);
     } else collect(t, i, i + 1, &c, &rs, NULL, NULL);
-    if (rs.len && !t->thinking_open) {
-        t->thinking_open = n_items(t) + 1;
-        step_add(
-            &st, "response.output_item.added",
-            at(json_pack("{s:s,s:{s:s,s:[],s:s,s:[],s:s,s:s}}", "type", "response.output_item.added", "item", "id", rsn,
-                         "summary", "type", "reasoning", "content", "encrypted_content", "", "status", "in_progress"),
-               t->thinking_open - 1, -1));
-        step_add(&st, "response.content_part.added",
-                 at(json_pack("{s:s,s:s,s:{s:s,s:s}}", "type", "response.content_part.added", "item_id", rsn, "part",
-                              "type", "reasoning_text", "text", ""),
-                    t->thinking_open - 1, 0));
-    }
+    if (rs.len && !t->thinking_open)
+        open_item(&st, t, &t->thinking_open,
+                  json_pack("{s:s,s:[],s:s,s:[],s:s,s:s}", "id", rsn, "summary", "type", "reasoning", "content",
+                            "encrypted_content", "", "status", "in_progress"),
+                  rsn, "reasoning_text");
     if (rs.len)
         step_add(
             &st, "response.reasoning_text.delta",
             at(json_pack("{s:s,s:o,s:s}", "type", "response.reasoning_text.delta", "delta", jstr(rs.s), "item_id", rsn),
                t->thinking_open - 1, 0));
-    if (c.len && !t->text_open) {
-        t->text_open = n_items(t) + 1;
-        step_add(&st, "response.output_item.added",
-                 at(json_pack("{s:s,s:{s:[],s:s,s:s,s:s,s:s}}", "type", "response.output_item.added", "item", "content",
-                              "id", msg, "role", "assistant", "status", "in_progress", "type", "message"),
-                    t->text_open - 1, -1));
-        step_add(&st, "response.content_part.added",
-                 at(json_pack("{s:s,s:s,s:{s:s,s:s}}", "type", "response.content_part.added", "item_id", msg, "part",
-                              "type", "output_text", "text", ""),
-                    t->text_open - 1, 0));
-    }
+    if (c.len && !t->text_open)
+        open_item(&st, t, &t->text_open,
+                  json_pack("{s:[],s:s,s:s,s:s,s:s}", "content", "id", msg, "role", "assistant", "status",
+                            "in_progress", "type", "message"),
+                  msg, "output_text");
     if (c.len)
         step_add(
             &st, "response.output_text.delta",

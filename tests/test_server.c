@@ -75,6 +75,16 @@ static int request(server *sv, const char *method, const char *url, const char *
     return request_h(sv, method, url, NULL, body, out);
 }
 
+char *post_stream(server *sv, const char *url, const char *body) {
+    route_reply r;
+    route_request(sv, "POST", url, NULL, body, strlen(body), &r);
+    if (r.task && r.stream) return read_stream(sv, r.task);
+    if (r.task) route_await(sv, &r, NULL, NULL);
+    test_failed(__FILE__, __LINE__, "POST %s %s: no stream (status %d: %s)", url, body, r.status, r.body ? r.body : "");
+    free(r.body);
+    return NULL;
+}
+
 /* POSTs and parses the JSON reply; expects the given status. */
 json_t *post(server *sv, const char *url, const char *body, int want) {
     char *out = NULL;

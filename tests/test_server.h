@@ -14,6 +14,9 @@ server *open_server(void);
 void close_server(server *sv);
 /* The whole SSE text of a streamed reply (releases the task). */
 char *read_stream(server *sv, srv_task *t);
+/* POSTs a streamed request and returns the whole SSE text (malloc'd); NULL and a recorded failure
+ * when the reply is no stream. */
+char *post_stream(server *sv, const char *url, const char *body);
 /* POSTs and parses the JSON reply; a status other than want is a failure. */
 json_t *post(server *sv, const char *url, const char *body, int want);
 /* j.a (or j.a.b) as a string, NULL when absent. */

@@ -123,10 +123,8 @@ static void test_choices_and_counting(void) {
     CHECK(!json_object_get(one, "__verbose"));
     /* a stream of two choices: each choice's chunks carry its index, one [DONE] at the end */
     snprintf(body, sizeof body, CHAT2, ",\"n\":2,\"stream\":true");
-    route_reply r;
-    route_request(sv, "POST", "/v1/chat/completions", NULL, body, strlen(body), &r);
-    REQUIRE(r.task && r.stream);
-    char *sse = read_stream(sv, r.task);
+    char *sse = post_stream(sv, "/v1/chat/completions", body);
+    REQUIRE(sse);
     CHECK(strstr(sse, "\"index\":0") && strstr(sse, "\"index\":1"));
     CHECK(strstr(sse, "[DONE]") && strstr(sse, "[DONE]") == strrchr(sse, '['));
     free(sse);
@@ -194,10 +192,8 @@ static void test_progress(void) {
     REQUIRE(sv);
     const char *body = "{\"prompt\":\"the quick brown fox jumps over the lazy dog\",\"n_predict\":2,\"stream\":true,"
                        "\"return_progress\":true,\"timings_per_token\":true}";
-    route_reply r;
-    route_request(sv, "POST", "/completion", NULL, body, strlen(body), &r);
-    REQUIRE(r.task && r.stream);
-    char *sse = read_stream(sv, r.task);
+    char *sse = post_stream(sv, "/completion", body);
+    REQUIRE(sse);
     int n = 0, total = -1, last = -1;
     for (char *p = sse; (p = strstr(p, "data: ")); p += 6) {
         json_t *j = json_loads(p + 6, JSON_DISABLE_EOF_CHECK, NULL);
@@ -358,10 +354,8 @@ static void test_anthropic(void) {
     free(sq), json_decref(sj);
     /* the stream: message_start, ping, one text block, message_delta, message_stop; no [DONE] */
     const char *sbody = "{\"max_tokens\":4,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}";
-    route_reply r;
-    route_request(sv, "POST", "/v1/messages", NULL, sbody, strlen(sbody), &r);
-    REQUIRE(r.task && r.stream);
-    char *sse = read_stream(sv, r.task);
+    char *sse = post_stream(sv, "/v1/messages", sbody);
+    REQUIRE(sse);
     strbuf names = {0};
     sb_add(&names, "", 0);
     for (char *p = sse; (p = strstr(p, "event: ")); p += 7) {
@@ -679,10 +673,8 @@ static void test_responses(void) {
     for (int telemetry = 0; telemetry < 2; telemetry++) {
         snprintf(body, sizeof body, "{%s,\"stream\":true%s}", input,
                  telemetry ? ",\"timings_per_token\":true,\"return_progress\":true" : "");
-        route_reply r;
-        route_request(sv, "POST", "/v1/responses", NULL, body, strlen(body), &r);
-        REQUIRE(r.task && r.stream);
-        char *sse = read_stream(sv, r.task);
+        char *sse = post_stream(sv, "/v1/responses", body);
+        REQUIRE(sse);
         REQUIRE(sse);
         strbuf names = {0}, deltas = {0};
         sb_add(&names, "", 0), sb_add(&deltas, "", 0);

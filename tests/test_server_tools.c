@@ -124,10 +124,8 @@ static void test_openai(void) {
              "{\"max_tokens\":300,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
              "\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"python\"}}}",
              tools);
-    route_reply r;
-    route_request(sv, "POST", "/v1/chat/completions", NULL, body, strlen(body), &r);
-    REQUIRE(r.task && r.stream);
-    char *sse = read_stream(sv, r.task);
+    char *sse = post_stream(sv, "/v1/chat/completions", body);
+    REQUIRE(sse);
     strbuf args = {0};
     sb_add(&args, "", 0);
     const char *name = NULL, *finish = NULL;
@@ -209,10 +207,8 @@ static void test_anthropic(void) {
              "{\"max_tokens\":300,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
              "\"tools\":%s,\"tool_choice\":{\"type\":\"tool\",\"name\":\"get_weather\"}}",
              t);
-    route_reply r;
-    route_request(sv, "POST", "/v1/messages", NULL, body, strlen(body), &r);
-    REQUIRE(r.task && r.stream);
-    char *sse = read_stream(sv, r.task);
+    char *sse = post_stream(sv, "/v1/messages", body);
+    REQUIRE(sse);
     int started = 0, stopped = 0, at = -1;
     strbuf part = {0};
     sb_add(&part, "", 0);

@@ -268,11 +268,16 @@ static void test_recorded_run(void) {
 }
 
 /* n_tok tokens through backend ops in one state, one row at a time (each row a decode step) or
- * all at once; the logits of every row (malloc'd), or NULL with err. */
-static float *run_tokens(const backend_ops *ops, const model *m, const int32_t *toks, int n_tok, int one_by_one,
-                         trit_err *err) {
+ * all at once; first > 0 splits the layers there (backend_split over the Vulkan backend). The
+ * logits of every row (malloc'd), or NULL with err. */
+static float *run_tokens(const backend_ops *ops, const model *m, int first, const int32_t *toks, int n_tok,
+                         int one_by_one, trit_err *err) {
     backend b;
-    const backend_params bp = {.use_mmap = 1, .repack = 1, .repack_cache_min = UINT64_MAX};
+    const backend_params bp = {.use_mmap = 1,
+                               .repack = 1,
+                               .repack_cache_min = UINT64_MAX,
+                               .first_layer = first,
+                               .device_ops = &backend_vulkan};
     if (backend_open(&b, ops, m, &bp, err)) return NULL;
     const size_t V = (size_t)m->hp.n_vocab;
     backend_state *st = b.ops->state_new(&b, 64, 1, 1, err);
@@ -282,27 +287,6 @@ static float *run_tokens(const backend_ops *ops, const model *m, const int32_t *
     for (int t = 0; logits && t < n_tok; t++) rows[t] = (backend_row){st, t, n_tok}, out[t] = logits + t * V;
     for (int t = 0; logits && t < n_tok; t += one_by_one ? 1 : n_tok)
         b.ops->forward(st, rows + t, toks + t, one_by_one ? 1 : n_tok, 0, m->hp.n_layer, NULL, out + t);
-    if (st) b.ops->state_free(st);
-    backend_close(&b);
-    return logits;
-}
-
-/* run_tokens through a split at layer first (the CPU's layers below it, the device's from it). */
-static float *run_split(const model *m, int first, const int32_t *toks, int n_tok, trit_err *err) {
-    backend b;
-    const backend_params bp = {.use_mmap = 1,
-                               .repack = 1,
-                               .repack_cache_min = UINT64_MAX,
-                               .first_layer = first,
-                               .device_ops = &backend_vulkan};
-    if (backend_open(&b, &backend_split, m, &bp, err)) return NULL;
-    const size_t V = (size_t)m->hp.n_vocab;
-    backend_state *st = b.ops->state_new(&b, 64, 1, 1, err);
-    float *logits = st ? malloc((size_t)n_tok * V * sizeof(float)) : NULL;
-    backend_row rows[64];
-    float *out[64];
-    for (int t = 0; logits && t < n_tok; t++) rows[t] = (backend_row){st, t, n_tok}, out[t] = logits + t * V;
-    if (logits) b.ops->forward(st, rows, toks, n_tok, 0, m->hp.n_layer, NULL, out);
     if (st) b.ops->state_free(st);
     backend_close(&b);
     return logits;
@@ -340,9 +324,9 @@ static void test_backend_models(void) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(models[i].path), 1, &err);
         REQUIREF(m, "%s: %s", models[i].path, err.msg);
-        float *cpu = run_tokens(&backend_cpu, m, toks, 12, 0, &err);
-        float *gpu = cpu ? run_tokens(&backend_vulkan, m, toks, 12, 1, &err) : NULL;
-        float *pass = gpu ? run_tokens(&backend_vulkan, m, toks, 12, 0, &err) : NULL;
+        float *cpu = run_tokens(&backend_cpu, m, 0, toks, 12, 0, &err);
+        float *gpu = cpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 1, &err) : NULL;
+        float *pass = gpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 0, &err) : NULL;
         CHECKF(gpu && pass, "%s: %s", models[i].path, err.msg);
         /* the 12 rows in one pass run the kernels of 12 single-row passes, in the same order */
         CHECKF(!pass || !memcmp(pass, gpu, 12 * (size_t)m->hp.n_vocab * sizeof *pass), "%s: one pass differs",
@@ -350,7 +334,7 @@ static void test_backend_models(void) {
         free(pass);
         if (i == 0) { /* runs of at most 150 kernels: the 12 rows split over several submissions */
             setenv("TRIT_VK_RUN_KERNELS", "150", 1);
-            pass = run_tokens(&backend_vulkan, m, toks, 12, 0, &err);
+            pass = run_tokens(&backend_vulkan, m, 0, toks, 12, 0, &err);
             unsetenv("TRIT_VK_RUN_KERNELS");
             CHECKF(pass && !memcmp(pass, gpu, 12 * (size_t)m->hp.n_vocab * sizeof *pass), "split pass differs: %s",
                    err.msg);
@@ -374,10 +358,10 @@ static void test_backend_models(void) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(splits[i]), 1, &err);
         REQUIREF(m, "%s: %s", splits[i], err.msg);
-        float *cpu = run_tokens(&backend_cpu, m, toks, 12, 0, &err);
+        float *cpu = run_tokens(&backend_cpu, m, 0, toks, 12, 0, &err);
         const size_t V = (size_t)m->hp.n_vocab;
         for (int first = 1; cpu && first < m->hp.n_layer; first++) {
-            float *sp = run_split(m, first, toks, 12, &err);
+            float *sp = run_tokens(&backend_split, m, first, toks, 12, 0, &err);
             CHECKF(sp, "%s split at %d: %s", splits[i], first, err.msg);
             for (int t = 0; sp && t < 12; t++)
                 CHECKF(logit_gap(sp + t * V, cpu + t * V, V) <= (i ? 3e-2 : 2e-3), "%s split at %d, token %d: %.3g",
@@ -417,11 +401,11 @@ static void test_backend_models(void) {
     /* what the device cannot run yet is refused with the reason */
     m = model_load(shared_path("golden/models/tiny-qwen35-F32.gguf"), 1, &err);
     REQUIRE(m);
-    CHECK(!run_tokens(&backend_vulkan, m, toks, 1, 1, &err) && strstr(err.msg, "qwen35"));
+    CHECK(!run_tokens(&backend_vulkan, m, 0, toks, 1, 1, &err) && strstr(err.msg, "qwen35"));
     model_free(m);
     m = model_load(shared_path("golden/models/tiny-qwen3-hadamard-PQ2_0.gguf"), 1, &err);
     REQUIRE(m);
-    CHECK(!run_tokens(&backend_vulkan, m, toks, 1, 1, &err) && strstr(err.msg, "rotat"));
+    CHECK(!run_tokens(&backend_vulkan, m, 0, toks, 1, 1, &err) && strstr(err.msg, "rotat"));
     model_free(m);
 }
 

@@ -292,12 +292,23 @@ size_t vk_buf_size(const vk_buf *b) { return b->bytes; }
 
 /* ---- pipelines and dispatch ---- */
 
+/* The embedded shader of that name, or NULL. */
+static const vk_spirv *shader(const char *name) {
+    for (int i = 0; i < vk_spirv_count; i++)
+        if (!strcmp(vk_spirv_table[i].name, name)) return &vk_spirv_table[i];
+    return NULL;
+}
+
+/* A weight type's matrix-vector shader: matvec.comp built for it (the Makefile's VK_MATVEC). */
+static int matvec_name(uint32_t type, char *name, size_t n) {
+    const type_traits *tt = type_get(type);
+    return tt && snprintf(name, n, "matvec_%s", tt->name) < (int)n;
+}
+
 static VkPipeline pipeline(vk_ctx *c, const char *name, trit_err *err) {
     for (int i = 0; i < c->n_pipes; i++)
         if (!strcmp(c->pipes[i].name, name)) return c->pipes[i].pipe;
-    const vk_spirv *s = NULL;
-    for (int i = 0; i < vk_spirv_count && !s; i++)
-        if (!strcmp(vk_spirv_table[i].name, name)) s = &vk_spirv_table[i];
+    const vk_spirv *s = shader(name);
     if (!s) return fail(err, "vulkan: no shader %s", name), VK_NULL_HANDLE;
     if (c->n_pipes == MAX_PIPES) return fail(err, "vulkan: too many pipelines"), VK_NULL_HANDLE;
     VkShaderModuleCreateInfo mi = {
@@ -408,13 +419,9 @@ static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], co
 
 /* ---- kernels ---- */
 
-static const uint32_t matvec_types[] = {TYPE_F32,  TYPE_F16,   TYPE_BF16,  TYPE_Q8_0,  TYPE_Q1_0,
-                                        TYPE_Q2_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_PTQ1_0};
-
 int vk_matvec_supported(uint32_t type) {
-    for (size_t i = 0; i < sizeof matvec_types / sizeof *matvec_types; i++)
-        if (matvec_types[i] == type) return 1;
-    return 0;
+    char name[32];
+    return matvec_name(type, name, sizeof name) && shader(name);
 }
 
 int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, vk_buf *y,
@@ -427,7 +434,7 @@ int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, con
     if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)cols * 4 || vk_buf_size(y) < (size_t)rows * 4)
         return fail(err, "vulkan: a matvec buffer is too small");
     char name[32];
-    snprintf(name, sizeof name, "matvec_%s", tt->name);
+    matvec_name(type, name, sizeof name);
     const uint32_t pc[4] = {(uint32_t)rows, (uint32_t)cols, (uint32_t)rb, 0};
     const vk_buf *bufs[3] = {w, x, y};
     return dispatch(c, name, bufs, pc, sizeof pc, (uint32_t)rows, err);
