@@ -30,9 +30,12 @@ LIB_SRC  := $(shell find src -name '*.c' | sort)
 VULKAN   ?= $(shell pkg-config --exists vulkan 2>/dev/null && command -v glslc >/dev/null 2>&1 && echo 1)
 VK_DIR   := src/backend/vulkan
 ifeq ($(VULKAN),1)
-VK_MATVEC := F32 F16 BF16 Q8_0 Q1_0 Q2_0 PQ2_0 TQ2_0 TQ1_0 PTQ1_0
-VK_SPV    := $(VK_MATVEC:%=$(BUILD)/spirv/matvec_%.spv) \
-             $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/spirv/%.spv,$(filter-out %/matvec.comp,$(wildcard $(VK_DIR)/shaders/*.comp)))
+VK_MATMUL := F32 F16 BF16 Q8_0 Q1_0 Q2_0 PQ2_0 TQ2_0 TQ1_0 PTQ1_0
+VK_MATMUL_Q8 := Q8_0 Q1_0 Q2_0 PQ2_0 TQ2_0 TQ1_0 PTQ1_0
+VK_SPV    := $(VK_MATMUL:%=$(BUILD)/spirv/matmul_%.spv) $(VK_MATMUL_Q8:%=$(BUILD)/spirv/matmul_q8_%.spv) \
+             $(VK_MATMUL_Q8:%=$(BUILD)/spirv/matmul_q8dot_%.spv) $(BUILD)/spirv/quant_act_Q8_0.spv \
+             $(BUILD)/spirv/quant_act_Q8_K.spv \
+             $(patsubst $(VK_DIR)/shaders/%.comp,$(BUILD)/spirv/%.spv,$(filter-out %/matmul.comp %/quant_act.comp,$(wildcard $(VK_DIR)/shaders/*.comp)))
 EXTRA_DEFS += -DTRIT_VULKAN
 LDLIBS_VK := -ldl
 else
@@ -75,10 +78,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(INC) $(ISA) $(EXTRA_DEFS) -c $< -o $@
 
-# matvec.comp once per weight type
-$(BUILD)/spirv/matvec_%.spv: $(VK_DIR)/shaders/matvec.comp
+# matmul.comp once per weight type, and for int8 inputs with and without the integer dot product;
+# quant_act.comp once per activation type
+$(BUILD)/spirv/matmul_%.spv: $(VK_DIR)/shaders/matmul.comp
 	@mkdir -p $(dir $@)
 	glslc --target-env=vulkan1.1 -O -DT_$* -fshader-stage=compute $< -o $@
+$(BUILD)/spirv/matmul_q8_%.spv: $(VK_DIR)/shaders/matmul.comp
+	@mkdir -p $(dir $@)
+	glslc --target-env=vulkan1.1 -O -DT_$* -DACT_Q8 -fshader-stage=compute $< -o $@
+$(BUILD)/spirv/matmul_q8dot_%.spv: $(VK_DIR)/shaders/matmul.comp
+	@mkdir -p $(dir $@)
+	glslc --target-env=vulkan1.1 -O -DT_$* -DACT_Q8 -DINT_DOT -fshader-stage=compute $< -o $@
+$(BUILD)/spirv/quant_act_%.spv: $(VK_DIR)/shaders/quant_act.comp
+	@mkdir -p $(dir $@)
+	glslc --target-env=vulkan1.1 -O -D$* -fshader-stage=compute $< -o $@
 
 # the other shaders, one variant each
 $(BUILD)/spirv/%.spv: $(VK_DIR)/shaders/%.comp

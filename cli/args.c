@@ -114,6 +114,15 @@ char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t 
 }
 
 void arg_backend_note(const char *cmd, const trit_model *m) {
-    const char *note = trit_model_get_info(m).backend_note;
-    if (*note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, note);
+    const trit_model_info info = trit_model_get_info(m);
+    char where[512];
+    trit_model_placement(m, where, sizeof where);
+    if (*info.backend_note) fprintf(stderr, "trit %s: %s; running on the CPU\n", cmd, info.backend_note);
+    else if (*info.gpu) fprintf(stderr, "trit %s: %s\n", cmd, where);
+}
+
+int arg_ngl(const char *cmd, const char *flag, const char *s, int *out) {
+    if (!strcmp(s, "auto")) return *out = TRIT_GPU_LAYERS_AUTO, 0;
+    if (!strcmp(s, "all")) return *out = -1, 0;
+    return arg_int(cmd, flag, s, -1, 100000, out);
 }

@@ -20,7 +20,11 @@ int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
 /* Whether a is --no-repack / -nr (llama.cpp's spelling): keep the file's weight layout. */
 int arg_no_repack(const char *a);
 /* When -ngl asked for the GPU and the CPU runs the model, says why on stderr (one line). */
+/* The load report on stderr: why the CPU runs a model -ngl asked the GPU for, or where the
+ * layers went. */
 void arg_backend_note(const char *cmd, const trit_model *m);
+/* -ngl's value: a layer count, -1 or "all" (every layer), "auto" (what the GPU's memory holds). */
+int arg_ngl(const char *cmd, const char *flag, const char *s, int *out);
 /* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);
 

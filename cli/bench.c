@@ -26,7 +26,7 @@ static const char *usage =
     "  -ctk, -ctv f16|f32   KV cache type (default f16)\n"
     "  --no-warmup          skip the warm-up run\n"
     "  -nr, --no-repack     keep the file's weight layout (no repacking, no cache)\n"
-    "  -ngl N               layers on the GPU (Vulkan): all of them, or 0 (default)\n";
+    "  -ngl N               layers on the GPU (Vulkan): N, all, auto (what its memory holds), or 0 (default)\n";
 
 typedef struct {
     const char *models[MAX_LIST];
@@ -82,7 +82,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
             if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
             VAL();
-            if (arg_int("bench", a, v, -1, 100000, &o->ngl)) return -1;
+            if (arg_ngl("bench", a, v, &o->ngl)) return -1;
         } else if (!strcmp(a, "--no-warmup")) o->warmup = 0;
         else if (arg_no_repack(a)) o->no_repack = 1;
         else return fprintf(stderr, "trit bench: unknown option '%s' (see trit bench --help)\n", a), -1;
@@ -112,7 +112,7 @@ static double run_once(trit_session *s, const int32_t *toks, int n_prompt, int n
 typedef struct {
     const char *file;
     trit_model_info info;
-    int threads, n_prompt, n_gen, reps, kv_f32, ngl;
+    int threads, n_prompt, n_gen, reps, kv_f32;
     double samples_ns[1000];
 } result;
 
@@ -198,13 +198,9 @@ static json_t *to_json(const result *r) {
                      (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
                      "model_bytes_per_token", (json_int_t)r->info.n_bytes_token, "n_batch", 512, "n_ubatch", 512,
                      "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16", "type_v", r->kv_f32 ? "f32" : "f16",
-                     "n_gpu_layers",
-                     !strcmp(r->info.backend, "cpu")         ? 0
-                         : !strcmp(r->info.backend, "split") ? r->ngl
-                                                             : r->info.n_layer,
-                     "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen", r->n_gen, "n_depth", 0, "test_time",
-                     when, "avg_ns", (json_int_t)avg_ns, "stddev_ns", (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts",
-                     sd_ts, "samples_ns", ns, "samples_ts", ts);
+                     "n_gpu_layers", r->info.n_gpu_layers, "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen",
+                     r->n_gen, "n_depth", 0, "test_time", when, "avg_ns", (json_int_t)avg_ns, "stddev_ns",
+                     (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts", sd_ts, "samples_ns", ns, "samples_ts", ts);
 }
 
 /* Times one test; prints it at once for md/jsonl, collects it for json. */
@@ -232,8 +228,7 @@ static int run_test(trit_model *m, const bench_opts *o, const char *file, int th
                   .n_prompt = n_prompt,
                   .n_gen = n_gen,
                   .reps = o->reps,
-                  .kv_f32 = o->kv_f32,
-                  .ngl = o->ngl};
+                  .kv_f32 = o->kv_f32};
     if (o->warmup && run_once(s, toks, n_prompt ? 1 : 0, n_gen ? 1 : 0, logits) < 0) goto fail;
     for (int i = 0; i < o->reps; i++)
         if ((r->samples_ns[i] = run_once(s, toks, n_prompt, n_gen, logits)) <= 0) goto fail;

@@ -53,7 +53,7 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     }
     if (IS("-ngl", "--n-gpu-layers")) {
         VAL();
-        CHECKED(arg_int(c, a, v, -1, 100000, &o->n_gpu_layers));
+        CHECKED(arg_ngl(c, a, v, &o->n_gpu_layers));
     }
     if (IS("-dev", "--device")) { /* N, llama.cpp's VulkanN, or none (the CPU) */
         VAL();
@@ -153,16 +153,11 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     mp.repack = !o->no_repack;
     mp.n_gpu_layers = o->n_gpu_layers;
     mp.gpu_device = o->gpu_device;
+    mp.n_ctx = o->n_ctx;
     *s = NULL, *smp = NULL;
     *m = trit_model_load(o->model, &mp, err, sizeof err);
     if (!*m) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
-    const trit_model_info info = trit_model_get_info(*m);
-    arg_backend_note(cmd, *m); /* a note means the CPU; otherwise where the layers went */
-    if (!strcmp(info.backend, "split"))
-        fprintf(stderr, "trit %s: the last %d of %d layers on the GPU (Vulkan), the others on the CPU\n", cmd,
-                o->n_gpu_layers, info.n_layer);
-    else if (strcmp(info.backend, "cpu"))
-        fprintf(stderr, "trit %s: all %d layers on the GPU (Vulkan)\n", cmd, info.n_layer);
+    arg_backend_note(cmd, *m);
     for (int i = 0; i < o->n_bias; i++)
         if (o->bias[i].token >= trit_model_n_vocab(*m)) {
             fprintf(stderr, "trit %s: --logit-bias token %d is outside the vocabulary (%d tokens)\n", cmd,

@@ -40,7 +40,7 @@ static const char *usage =
     "  --models-dir DIR, --models-max N, --no-models-autoload   router mode  LLAMA_ARG_MODELS_*\n"
     "  --sleep-idle-seconds N  unload the weights after N idle seconds (default -1: never)\n"
     "  --ui-mcp-proxy          enable /cors-proxy;  --tags LIST: the model's tags in /v1/models\n"
-    "  -ngl N                  the model on the GPU (Vulkan) when N covers its layers  LLAMA_ARG_N_GPU_LAYERS\n"
+    "  -ngl N                  the last N layers on the GPU (Vulkan), all, or auto  LLAMA_ARG_N_GPU_LAYERS\n"
     "  every other llama-server flag (-fa, -cb, ...) is accepted and has no effect here\n"
     "                          (docs/server.md lists them)\n";
 

@@ -103,11 +103,8 @@ static int set_device(serve_opts *o, const char *f, const char *v) {
     if (!strcmp(v, "none")) return o->c.n_gpu_layers = 0, 0;
     return arg_int(C, f, strncmp(v, "Vulkan", 6) ? v : v + 6, 0, 64, &o->c.gpu_device);
 }
-/* llama-server's -ngl: a count, or "all" / "auto" (every layer: partial offload is not offered yet) */
-static int set_ngl(serve_opts *o, const char *f, const char *v) {
-    if (!strcmp(v, "all") || !strcmp(v, "auto")) return o->c.n_gpu_layers = -1, 0;
-    return arg_int(C, f, v, -1, 100000, &o->c.n_gpu_layers);
-}
+/* llama-server's -ngl: a count, "all", or "auto" (what the GPU's memory holds) */
+static int set_ngl(serve_opts *o, const char *f, const char *v) { return arg_ngl(C, f, v, &o->c.n_gpu_layers); }
 static int set_verbose(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.verbose); }
 static int set_mcp_proxy(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.ui_mcp_proxy); }
 static int set_models_autoload(serve_opts *o, const char *f, const char *v) {

@@ -26,10 +26,13 @@ typedef struct trit_grammar trit_grammar;
 typedef struct {
     int use_mmap; /* default 1; 0 reads the file into memory (--no-mmap) */
     int n_gpu_layers; /* llama.cpp's -ngl: at least the model's layer count (or -1) runs the whole
-                         model on the Vulkan device (TRIT_VK_DEVICE picks it); 0 (default) the CPU.
-                         Where that cannot be (no device, a build without Vulkan, a model or a
-                         partial count the device does not take yet) the CPU runs it and
-                         trit_model_info.backend_note says why */
+                         model on the Vulkan device (TRIT_VK_DEVICE picks it), fewer the last ones
+                         and the output head (the rest on the CPU), TRIT_GPU_LAYERS_AUTO as many
+                         as its memory holds; 0 (default) the CPU. Where that cannot be (no
+                         device, a build without Vulkan, not enough device memory) the CPU runs it
+                         and trit_model_info.backend_note says why */
+    int n_ctx; /* the positions -ngl auto keeps room for beside the layers (the sessions' context);
+                  0 (default): min(training context, 4096) */
     int gpu_device; /* which Vulkan device (--device): -1 (default) TRIT_VK_DEVICE, else
                        GGML_VK_VISIBLE_DEVICES's first, else 0 */
     int repack; /* default 1: ternary matmul weights are re-laid for the kernels at load,
@@ -38,6 +41,10 @@ typedef struct {
     uint64_t repack_cache_min; /* default 16 MiB: repacked bytes from which the cache is used
                                   (smaller models repack in memory); 0 always, UINT64_MAX never */
 } trit_model_params;
+
+/* -ngl auto: the last layers that fit in the device's memory beside their output head and a
+ * sequence of trit_model_params.n_ctx positions. */
+#define TRIT_GPU_LAYERS_AUTO (-2)
 
 trit_model_params trit_model_default_params(void);
 /* The GPUs the Vulkan loader sees, one "N: name" line each, into buf (what --list-devices
@@ -52,6 +59,9 @@ int trit_model_n_ctx_train(const trit_model *m);
 const char *trit_model_arch(const trit_model *m);
 /* One line such as "llama, 5 layers, dim 64, 0.26M params, F32" for logs. */
 const char *trit_model_desc(const trit_model *m);
+/* One line into buf saying where the layers run: "the CPU", or for -ngl which layers are on the
+ * GPU, which one, and the GPU memory their weights take of what there is. */
+void trit_model_placement(const trit_model *m, char *buf, size_t n);
 
 typedef struct {
     const char *arch; /* "qwen35" */
@@ -62,8 +72,12 @@ typedef struct {
     int n_layer, n_embd, n_vocab;
     int rotated; /* the file declares a Hadamard rotation contract */
     const char *repack; /* where the weights came from: "built", "cache", "uploaded" (a device) or "none" */
-    const char *backend; /* what runs the model: "cpu" or "vulkan" */
+    const char *backend; /* what runs the model: "cpu", "vulkan" or "split" (the first layers on the CPU) */
     const char *backend_note; /* one line: why the CPU runs a model the GPU was asked for ("" else) */
+    int n_gpu_layers; /* layers on the GPU (the output head goes with them) */
+    const char *gpu; /* the GPU's name, "" on the CPU */
+    uint64_t gpu_weight_bytes; /* GPU memory the weights take */
+    uint64_t gpu_memory_bytes; /* GPU memory trit may use (TRIT_VK_MEMORY MiB caps it) */
 } trit_model_info;
 
 trit_model_info trit_model_get_info(const trit_model *m);

@@ -114,6 +114,7 @@ static int load(srv_model *e, char *err, size_t errlen) {
     trit_model_params mp = trit_model_default_params();
     mp.repack = ms->cfg.repack;
     mp.n_gpu_layers = ms->cfg.n_gpu_layers;
+    mp.n_ctx = ms->cfg.n_ctx;
     mp.gpu_device = ms->cfg.gpu_device;
     e->sv.model = trit_model_load(e->path, &mp, err, errlen);
     if (e->sv.model) e->sv.sch = sched_new(e->sv.model, &e->sv.cfg, err, errlen);
@@ -123,11 +124,10 @@ static int load(srv_model *e, char *err, size_t errlen) {
     atomic_store(&e->sv.ready, 1);
     const trit_model_info info = trit_model_get_info(e->sv.model);
     if (*info.backend_note) fprintf(stderr, "trit serve: %s; running on the CPU\n", info.backend_note);
-    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens, on the %s\n", e->id,
-            trit_model_desc(e->sv.model), e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch),
-            !strcmp(info.backend, "cpu")         ? "CPU"
-                : !strcmp(info.backend, "split") ? "CPU and GPU (Vulkan)"
-                                                 : "GPU (Vulkan)");
+    char where[512];
+    trit_model_placement(e->sv.model, where, sizeof where);
+    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens, on %s\n", e->id, trit_model_desc(e->sv.model),
+            e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch), where);
     return 0;
 }
 

@@ -29,9 +29,9 @@ static float *eval_cut(backend *b, int cut, trit_err *err) {
             rows[0][t] = (backend_row){st[0], t, N_TOK}, rows[1][t] = (backend_row){st[1], t, N_TOK},
             out[t] = logits + t * V;
         if (cut < m->hp.n_layer) {
-            b->ops->forward(st[0], rows[0], toks, N_TOK, 0, cut, x, NULL);
-            b->ops->forward(st[1], rows[1], NULL, N_TOK, cut, m->hp.n_layer, x, out);
-        } else b->ops->forward(st[0], rows[0], toks, N_TOK, 0, m->hp.n_layer, NULL, out);
+            CHECK(!b->ops->forward(st[0], rows[0], toks, N_TOK, 0, cut, x, NULL, err));
+            CHECK(!b->ops->forward(st[1], rows[1], NULL, N_TOK, cut, m->hp.n_layer, x, out, err));
+        } else CHECK(!b->ops->forward(st[0], rows[0], toks, N_TOK, 0, m->hp.n_layer, NULL, out, err));
     } else {
         free(logits);
         logits = NULL;
@@ -85,17 +85,17 @@ static void test_state_copy_reset(void) {
     float *o;
     for (int t = 0; t < N_TOK; t++) { /* a sees every token, one pass each */
         r = (backend_row){a, t, 1}, o = t == 0 ? first : la;
-        b.ops->forward(a, &r, &toks[t], 1, 0, m->hp.n_layer, NULL, &o);
+        CHECK(!b.ops->forward(a, &r, &toks[t], 1, 0, m->hp.n_layer, NULL, &o, &err));
         if (t == 2) CHECK(!b.ops->state_copy(c, a, 3, &err));
     }
     for (int t = 3; t < N_TOK; t++) {
         r = (backend_row){c, t, 1}, o = lc;
-        b.ops->forward(c, &r, &toks[t], 1, 0, m->hp.n_layer, NULL, &o);
+        CHECK(!b.ops->forward(c, &r, &toks[t], 1, 0, m->hp.n_layer, NULL, &o, &err));
     }
     CHECK(!memcmp(la, lc, V * sizeof(float)));
     b.ops->state_reset(a);
     r = (backend_row){a, 0, 1}, o = la;
-    b.ops->forward(a, &r, &toks[0], 1, 0, m->hp.n_layer, NULL, &o);
+    CHECK(!b.ops->forward(a, &r, &toks[0], 1, 0, m->hp.n_layer, NULL, &o, &err));
     CHECK(!memcmp(la, first, V * sizeof(float)));
     CHECK(!strcmp(b.ops->weights_source(&b), "built"));
     b.ops->state_free(a), b.ops->state_free(c);

@@ -20,13 +20,22 @@ static int argmax(const float *x, int n) {
 
 /* 0 while the golden tests run again on the file's weight layout (--no-repack). */
 static int repack = 1;
+/* > 0 while they run again with that many layers on the GPU (-ngl). */
+static int n_gpu_layers = 0;
 
 static trit_model *load(const char *path) {
     char err[512];
     trit_model_params p = trit_model_default_params();
     p.repack = repack;
+    p.n_gpu_layers = n_gpu_layers;
     trit_model *m = trit_model_load(path, &p, err, sizeof err);
     if (!m) test_failed(__FILE__, __LINE__, "%s", err);
+    if (m && n_gpu_layers) { /* never the CPU in the device's place */
+        trit_model_info info = trit_model_get_info(m);
+        const char *want = n_gpu_layers >= info.n_layer ? "vulkan" : "split";
+        CHECKF(!strcmp(info.backend, want), "%s: -ngl %d runs on %s (%s)", path, n_gpu_layers, info.backend,
+               info.backend_note);
+    }
     return m;
 }
 
@@ -204,6 +213,23 @@ static void test_golden_no_repack(void) {
     test_hadamard_golden();
     repack = 1;
 }
+
+#ifdef TRIT_VULKAN
+/* Every golden model on the Vulkan device (lavapipe in CI), whole (-ngl 99) and split with its
+ * last two layers and the head there (-ngl 2), held to the bounds the CPU holds above: the
+ * device quantizes its activations to int8 as the CPU does (both of its integer paths) and
+ * attends in f32 over the f16 cache where the CPU follows ggml's f16 arithmetic. */
+static void test_golden_vulkan(void) {
+    const char *archs[] = {"llama", "qwen3", "qwen35"};
+    static const int ngl[] = {99, 2};
+    for (int k = 0; k < 2; k++) {
+        n_gpu_layers = ngl[k];
+        for (int a = 0; a < 3; a++) golden_arch(archs[a]);
+        test_hadamard_golden();
+    }
+    n_gpu_layers = 0;
+}
+#endif
 
 /* stories260K (trained): mainline llama.cpp's logits at 16 positions, within 1e-3 of the largest logit. */
 static void test_stories_reference_logits(void) {
@@ -439,5 +465,8 @@ const test_case model_tests[] = {
     {"qwen35_golden", test_qwen35_golden},
     {"hadamard_golden", test_hadamard_golden},
     {"golden_no_repack", test_golden_no_repack},
+#ifdef TRIT_VULKAN
+    {"golden_vulkan", test_golden_vulkan},
+#endif
     {0},
 };

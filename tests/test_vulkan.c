@@ -1,19 +1,23 @@
 /* The Vulkan kernels against their CPU twins, on whatever device the loader gives (lavapipe in
- * CI): matrix x vector for every weight type it takes, on random rows, all-zero groups and
- * extreme scales, row lengths of the real models, and more rows than one dispatch dimension. The
- * reference is the type's decoder followed by a dot product in double; the kernel accumulates in
- * f32 in another order, so it must agree within 1e-5 of the sum of |w x|. The vector kernels
- * (rmsnorm, swiglu, add, rope), the f16 KV store and attention against the CPU's scalar set
- * and ops.h, alone and recorded into one run. */
+ * CI): the matrix kernel for every weight type it takes, on random rows, all-zero groups and
+ * extreme scales, row lengths of the real models, one input row and several, and more rows than
+ * one dispatch dimension. The reference is the type's decoder followed by a dot product in
+ * double; the kernel accumulates in f32 in another order, so it must agree within 1e-5 of the sum
+ * of |w x|. The vector kernels (rmsnorm, swiglu, add, rope, gate, strided copy), the rotation
+ * contract's transforms, the f16 KV store and attention against the CPU's scalar set, ops.h and
+ * model/rotation.h, alone and recorded into one run; the Gated DeltaNet kernels through whole
+ * qwen35 models against the CPU backend. */
 #include "test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
 #include "backend/vulkan/vk.h"
+#include "base/util.h"
 #include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -36,37 +40,106 @@ static void fill_row(float *v, int cols, int r) {
     if (r == 4) memset(v + cols / 2, 0, (size_t)cols / 2 * sizeof *v); /* zero groups in a live row */
 }
 
-/* Runs one matvec of rows x cols of type on the device and checks every output. */
-static void check_matvec(vk_ctx *c, uint32_t type, int rows, int cols) {
+/* Runs one matrix kernel of rows x cols of type over n input rows on the device and checks every
+ * output. */
+static void check_matmul(vk_ctx *c, uint32_t type, int rows, int cols, int n) {
     const type_traits *tt = type_get(type);
     const uint64_t rb = type_row_bytes(type, cols);
     trit_err e;
-    vk_buf *w = vk_buf_new(c, rb * (size_t)rows, &e), *x = w ? vk_buf_new(c, (size_t)cols * 4, &e) : NULL,
-           *y = x ? vk_buf_new(c, (size_t)rows * 4, &e) : NULL;
+    vk_buf *w = vk_buf_new(c, rb * (size_t)rows, &e), *x = w ? vk_buf_new(c, (size_t)n * cols * 4, &e) : NULL,
+           *y = x ? vk_buf_new(c, (size_t)n * rows * 4, &e) : NULL;
     float *row = malloc((size_t)cols * sizeof *row), *dq = malloc((size_t)cols * sizeof *dq);
     REQUIREF(w && x && y && row && dq, "%s: %s", tt->name, e.msg);
     float *xs = vk_buf_map(x);
-    for (int k = 0; k < cols; k++) xs[k] = frand();
+    for (size_t k = 0; k < (size_t)n * cols; k++) xs[k] = frand();
     for (int r = 0; r < rows; r++) {
         fill_row(row, cols, r);
         tt->quantize(row, (uint8_t *)vk_buf_map(w) + rb * (size_t)r, cols);
     }
-    int rc = vk_matvec(c, type, w, rows, cols, x, y, &e);
-    CHECKF(rc == 0, "%s %dx%d: %s", tt->name, rows, cols, e.msg);
+    int rc = vk_matmul(c, type, w, rows, cols, x, n, y, &e);
+    CHECKF(rc == 0, "%s %dx%d x %d: %s", tt->name, rows, cols, n, e.msg);
     const float *ys = vk_buf_map(y);
     int bad = 0;
     for (int r = 0; r < rows && !rc && bad < 3; r++) {
         tt->to_float((const uint8_t *)vk_buf_map(w) + rb * (size_t)r, dq, cols);
-        double ref = 0, mag = 0;
-        for (int k = 0; k < cols; k++) ref += (double)dq[k] * xs[k], mag += fabs((double)dq[k] * xs[k]);
-        if (!(fabs(ys[r] - ref) <= 1e-5 * mag + 1e-30)) {
-            test_failed(__FILE__, __LINE__, "%s %dx%d row %d: %.9g, want %.9g (|w x| %.3g)", tt->name, rows, cols, r,
-                        ys[r], ref, mag);
-            bad++;
+        for (int t = 0; t < n && bad < 3; t++) {
+            const float *xt = xs + (size_t)t * cols, got = ys[(size_t)t * rows + r];
+            double ref = 0, mag = 0;
+            for (int k = 0; k < cols; k++) ref += (double)dq[k] * xt[k], mag += fabs((double)dq[k] * xt[k]);
+            if (!(fabs(got - ref) <= 1e-5 * mag + 1e-30)) {
+                test_failed(__FILE__, __LINE__, "%s %dx%d input %d row %d: %.9g, want %.9g (|w x| %.3g)", tt->name,
+                            rows, cols, t, r, got, ref, mag);
+                bad++;
+            }
         }
     }
     free(row), free(dq);
     vk_buf_free(w), vk_buf_free(x), vk_buf_free(y);
+}
+
+/* The int8 path of one type: the device quantizes n random input rows (one of them zero, one of
+ * huge values) to the bytes and scales of the CPU's activation quantizer, then its integer sums
+ * (the device's integer dot product with int_dot, else plain arithmetic) give the CPU's reference
+ * dot product within float rounding of the scales. */
+static void check_matmul_q8(vk_ctx *c, uint32_t type, int rows, int cols, int n, int int_dot) {
+    const type_traits *tt = type_get(type), *at = type_get(vk_act_type(type, cols));
+    REQUIREF(at && (int)vk_act_type(type, cols) == tt->vec_dot_type, "%s: activations %s", tt->name,
+             at ? at->name : "F32");
+    CHECK(vk_use_int_dot(c, int_dot) == int_dot);
+    const uint64_t rb = type_row_bytes(type, cols), ab = type_row_bytes((uint32_t)tt->vec_dot_type, cols);
+    const size_t words = vk_act_words((uint32_t)tt->vec_dot_type, cols), nblk = (size_t)cols / (size_t)at->blck;
+    trit_err e;
+    vk_buf *w = vk_buf_new(c, rb * (size_t)rows, &e), *x = w ? vk_buf_new(c, (size_t)n * cols * 4, &e) : NULL,
+           *xq = x ? vk_buf_new(c, (size_t)n * words * 4, &e) : NULL,
+           *y = xq ? vk_buf_new(c, (size_t)n * rows * 4, &e) : NULL;
+    float *row = malloc((size_t)cols * sizeof *row), *dq = malloc((size_t)cols * sizeof *dq);
+    uint8_t *act = malloc((size_t)n * ab);
+    REQUIREF(w && x && xq && y && row && dq && act, "%s: %s", tt->name, e.msg);
+    float *xs = vk_buf_map(x);
+    for (size_t k = 0; k < (size_t)n * cols; k++) xs[k] = k / cols == 1 ? 0.0f : frand() * (k / cols == 2 ? 3e4f : 1);
+    for (int r = 0; r < rows; r++) {
+        fill_row(row, cols, r);
+        tt->quantize(row, (uint8_t *)vk_buf_map(w) + rb * (size_t)r, cols);
+    }
+    int rc = vk_begin(c, &e) || vk_quant_act(c, (uint32_t)tt->vec_dot_type, x, n, cols, xq, &e) ||
+        vk_matmul_q8(c, type, w, rows, cols, xq, n, y, &e) || vk_run(c, &e);
+    CHECKF(rc == 0, "%s %dx%d x %d: %s", tt->name, rows, cols, n, e.msg);
+    const uint32_t *q = vk_buf_map(xq);
+    int bad = 0;
+    for (int t = 0; t < n && !rc; t++) { /* the CPU's blocks: {f16 d; i8 qs[32]} or {f32 d; i8 qs[256]; ...} */
+        uint8_t *blk = act + (size_t)t * ab;
+        at->quantize_act(xs + (size_t)t * cols, blk, cols);
+        const int8_t *qt = (const int8_t *)(q + (size_t)t * words);
+        for (size_t b = 0; b < nblk && bad < 3; b++, blk += at->size) {
+            uint16_t h;
+            float d;
+            memcpy(&h, blk, 2), memcpy(&d, blk, 4);
+            const int q8_0 = at->blck == 32;
+            const float want = q8_0 ? f16_to_f32(h) : d, got = ((const float *)(q + (size_t)t * words))[cols / 4 + b];
+            if (memcmp(&got, &want, 4) || memcmp(qt + b * at->blck, blk + (q8_0 ? 2 : 4), (size_t)at->blck)) {
+                test_failed(__FILE__, __LINE__, "%s input %d block %zu: not the CPU's %s bytes", tt->name, t, b,
+                            at->name);
+                bad++;
+            }
+        }
+    }
+    const float *ys = vk_buf_map(y);
+    for (int r = 0; r < rows && !rc && bad < 3; r++) {
+        tt->to_float((const uint8_t *)vk_buf_map(w) + rb * (size_t)r, dq, cols);
+        for (int t = 0; t < n && bad < 3; t++) {
+            const float ref = tt->vec_dot(cols, (const uint8_t *)vk_buf_map(w) + rb * (size_t)r, act + (size_t)t * ab),
+                        got = ys[(size_t)t * rows + r];
+            double mag = 0;
+            for (int k = 0; k < cols; k++) mag += fabs((double)dq[k] * xs[(size_t)t * cols + k]);
+            if (!(fabs((double)got - ref) <= 1e-5 * mag + 1e-30)) {
+                test_failed(__FILE__, __LINE__, "%s int8 (%s) %dx%d input %d row %d: %.9g, want %.9g (|w x| %.3g)",
+                            tt->name, int_dot ? "dot product" : "plain", rows, cols, t, r, got, ref, mag);
+                bad++;
+            }
+        }
+    }
+    free(row), free(dq), free(act);
+    vk_buf_free(w), vk_buf_free(x), vk_buf_free(xq), vk_buf_free(y);
 }
 
 static vk_ctx *open_or_fail(void) {
@@ -76,31 +149,44 @@ static vk_ctx *open_or_fail(void) {
     return c;
 }
 
-static void test_matvec_types(void) {
+static void test_matmul_types(void) {
     vk_ctx *c = open_or_fail();
     if (!c) return;
     static const uint32_t types[] = {TYPE_F32,  TYPE_F16,   TYPE_BF16,  TYPE_Q8_0,  TYPE_Q1_0,
                                      TYPE_Q2_0, TYPE_PQ2_0, TYPE_TQ2_0, TYPE_TQ1_0, TYPE_PTQ1_0};
     static const int cols[] = {256, 1024, 2560, 5120}; /* the models' widths are multiples of 256 */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-        CHECK(vk_matvec_supported(types[t]));
-        for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) check_matvec(c, types[t], 37, cols[k]);
+        CHECK(vk_matmul_supported(types[t]));
+        for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) check_matmul(c, types[t], 37, cols[k], 1);
+        check_matmul(c, types[t], 13, 512, 3); /* several input rows: fewer than a kernel takes at once */
+        check_matmul(c, types[t], 9, 256, 19); /* and more */
+        if (vk_act_type(types[t], 256) == TYPE_F32) continue; /* the float types: f32 inputs only */
+        for (int dot = 0; dot <= vk_has_int_dot(c); dot++) {
+            for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) check_matmul_q8(c, types[t], 37, cols[k], 3, dot);
+            check_matmul_q8(c, types[t], 9, 256, 19, dot);
+        }
     }
+    /* both paths ran: lavapipe (CI's device) has the integer dot product */
+    CHECKF(vk_has_int_dot(c) || !strstr(vk_device_name(c), "llvmpipe"), "%s: no integer dot product",
+           vk_device_name(c));
+    vk_use_int_dot(c, 1);
     vk_close(c);
 }
 
-static void test_matvec_shapes_and_refusals(void) {
+static void test_matmul_shapes_and_refusals(void) {
     vk_ctx *c = open_or_fail();
     if (!c) return;
-    check_matvec(c, TYPE_Q1_0, 70001, 128); /* more rows than one dispatch dimension holds */
-    check_matvec(c, TYPE_Q8_0, 1, 32);
+    check_matmul(c, TYPE_Q1_0, 70001, 128, 1); /* more rows than one dispatch dimension holds */
+    check_matmul(c, TYPE_Q8_0, 1, 32, 1);
     trit_err e;
     vk_buf *b = vk_buf_new(c, 64, &e);
     REQUIRE(b);
-    CHECK(!vk_matvec_supported(TYPE_Q8_K));
-    CHECK(vk_matvec(c, TYPE_Q8_K, b, 1, 256, b, b, &e) == -1 && strstr(e.msg, "no matrix-vector kernel for Q8_K"));
-    CHECK(vk_matvec(c, TYPE_Q8_0, b, 4, 32, b, b, &e) == -1 && strstr(e.msg, "too small"));
-    CHECK(vk_matvec(c, TYPE_Q8_0, b, 1, 33, b, b, &e) == -1 && strstr(e.msg, "out of range"));
+    CHECK(!vk_matmul_supported(TYPE_Q8_K));
+    CHECK(vk_matmul(c, TYPE_Q8_K, b, 1, 256, b, 1, b, &e) == -1 && strstr(e.msg, "no matrix kernel for Q8_K"));
+    CHECK(vk_matmul(c, TYPE_Q8_0, b, 4, 32, b, 1, b, &e) == -1 && strstr(e.msg, "too small"));
+    CHECK(vk_matmul(c, TYPE_Q8_0, b, 1, 32, b, 2, b, &e) == -1 && strstr(e.msg, "too small"));
+    CHECK(vk_matmul(c, TYPE_Q8_0, b, 1, 33, b, 1, b, &e) == -1 && strstr(e.msg, "out of range"));
+    CHECK(vk_matmul(c, TYPE_Q8_0, b, 1, 32, b, 0, b, &e) == -1 && strstr(e.msg, "out of range"));
     vk_buf_free(b);
     CHECK(strlen(vk_device_name(c)) > 0);
     vk_close(c);
@@ -182,8 +268,9 @@ static void test_attention(void) {
     trit_err e;
     uint16_t *kc = calloc((size_t)L * CTX * KV, 2), *vc = calloc((size_t)L * CTX * KV, 2);
     vk_buf *gk = vk_buf_new(c, (size_t)L * CTX * KV * 2, &e), *gv = vk_buf_new(c, (size_t)L * CTX * KV * 2, &e);
-    vk_buf *row = floats(c, NULL, KV), *q = floats(c, NULL, NH * HD), *sc = floats(c, NULL, NH * KEYS),
-           *o = floats(c, NULL, NH * HD);
+    /* the query and its output at the second row of their buffers */
+    vk_buf *row = floats(c, NULL, KV), *q = floats(c, NULL, 2 * NH * HD), *sc = floats(c, NULL, NH * KEYS),
+           *o = floats(c, NULL, 2 * NH * HD);
     REQUIRE(kc && vc && gk && gv && row && q && sc && o);
     float *r = vk_buf_map(row);
     for (int il = 0; il < L; il++)
@@ -192,24 +279,76 @@ static void test_attention(void) {
                 for (int i = 0; i < KV; i++) r[i] = frand() * 3.0f;
                 size_t at = ((size_t)il * CTX + pos) * KV;
                 ref->attn.to_f16(r, (kv ? vc : kc) + at, KV);
-                CHECK(vk_kv_store(c, row, kv ? gv : gk, at, KV, &e) == 0);
+                CHECK(vk_kv_store(c, row, 0, kv ? gv : gk, at, KV, &e) == 0);
             }
     CHECK(!memcmp(kc, vk_buf_map(gk), (size_t)L * CTX * KV * 2) &&
           !memcmp(vc, vk_buf_map(gv), (size_t)L * CTX * KV * 2));
-    CHECK(vk_attention(c, q, gk, gv, (size_t)CTX * KV, KEYS, NH, NKV, HD, sc, o, &e) == 0);
     kv_cache cache = {
         .f16 = 1, .n_ctx = CTX, .n_layer = L, .n_head = NH, .n_head_kv = NKV, .head_dim = HD, .k = kc, .v = vc};
-    float want[HD], scores[KEYS];
-    const float *qs = vk_buf_map(q), *os = vk_buf_map(o);
-    for (int h = 0; h < NH; h++) {
-        kernels_attend_plain(&cache, 1, h, qs + h * HD, KEYS, want, scores);
-        CHECKF(worst(os + h * HD, want, HD) < 2e-6, "head %d: %g", h, worst(os + h * HD, want, HD));
+    float want[HD], scores[KEYS + 2 * HD];
+    const float *qs = (const float *)vk_buf_map(q) + NH * HD, *os = (const float *)vk_buf_map(o) + NH * HD;
+    /* plain f32 softmax, then ggml's f16 arithmetic: the order of the score sums may move an f16
+     * rounding of the accumulator by one step (2^-11 relative) */
+    for (int f16 = 0; f16 < 2; f16++) {
+        CHECK(vk_attention(c, q, NH * HD, gk, gv, (size_t)CTX * KV, KEYS, NH, NKV, HD, f16, sc, o, &e) == 0);
+        for (int h = 0; h < NH; h++) {
+            if (f16) ref->attn.f16(&cache, 1, h, qs + h * HD, 1, KEYS, want, scores);
+            else kernels_attend_plain(&cache, 1, h, qs + h * HD, KEYS, want, scores);
+            CHECKF(worst(os + h * HD, want, HD) < (f16 ? 2e-3 : 2e-6), "f16 %d head %d: %g", f16, h,
+                   worst(os + h * HD, want, HD));
+        }
     }
-    CHECK(vk_attention(c, q, gk, gv, 0, 0, NH, NKV, HD, sc, o, &e) == -1 && strstr(e.msg, "out of range"));
-    CHECK(vk_attention(c, q, gk, gv, 0, KEYS, NH, 3, HD, sc, o, &e) == -1);
-    CHECK(vk_kv_store(c, row, gk, 1, 2, &e) == -1);
+    CHECK(vk_attention(c, q, 0, gk, gv, 0, 0, NH, NKV, HD, 0, sc, o, &e) == -1 && strstr(e.msg, "out of range"));
+    CHECK(vk_attention(c, q, 0, gk, gv, 0, KEYS, NH, 3, HD, 0, sc, o, &e) == -1);
+    CHECK(vk_attention(c, q, 2 * NH * HD, gk, gv, 0, KEYS, NH, NKV, HD, 0, sc, o, &e) == -1);
+    CHECK(vk_kv_store(c, row, 0, gk, 1, 2, &e) == -1);
+    CHECK(vk_kv_store(c, row, 1, gk, 0, KV, &e) == -1);
     free(kc), free(vc);
     vk_buf_free(gk), vk_buf_free(gv), vk_buf_free(row), vk_buf_free(q), vk_buf_free(sc), vk_buf_free(o);
+    vk_close(c);
+}
+
+/* The rotation contract's transforms give the CPU's floats to the bit, forward and inverse, with
+ * signs and without, at every block size from 2 to 4096 over rows of several blocks; the gate and
+ * the strided copy give the host's. */
+static void test_hadamard_gate_copy(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    enum { ROWS = 3, W = 8192 };
+    trit_err e;
+    vk_buf *x = floats(c, NULL, ROWS * W), *s = floats(c, NULL, W + 5), *y = floats(c, NULL, ROWS * W);
+    REQUIRE(x && s && y);
+    float *signs = (float *)vk_buf_map(s) + 5, *want = malloc(sizeof(float) * ROWS * W);
+    REQUIRE(want);
+    for (int i = 0; i < W; i++) signs[i] = frand() < 0 ? -1.0f : 1.0f;
+    const float *xs = vk_buf_map(x), *ys = vk_buf_map(y);
+    for (int block = 2; block <= VK_HADAMARD_MAX; block *= 2)
+        for (int k = 0; k < 4; k++) {
+            const int inverse = k & 1, with_signs = k >> 1;
+            const rotation r = {block, W, with_signs ? signs : NULL};
+            memcpy(want, xs, sizeof(float) * ROWS * W);
+            for (int row = 0; row < ROWS; row++) (inverse ? rot_inverse : rot_forward)(&r, want + row * W);
+            CHECKF(vk_hadamard(c, x, with_signs ? s : NULL, 5, y, ROWS, W, block, inverse, &e) == 0, "%s", e.msg);
+            CHECKF(!memcmp(ys, want, sizeof(float) * ROWS * W), "block %d inverse %d signs %d: %g", block, inverse,
+                   with_signs, worst(ys, want, ROWS * W));
+        }
+    CHECK(vk_hadamard(c, x, NULL, 0, x, 1, W, 8192, 0, &e) == -1 && strstr(e.msg, "out of range"));
+    CHECK(vk_hadamard(c, x, NULL, 0, x, 1, 96, 48, 0, &e) == -1);
+    CHECK(vk_hadamard(c, x, s, W, x, 1, W, 64, 0, &e) == -1);
+    /* the gate of 5 rows of 2 heads of 64, each head's gate after its query (stride 128) */
+    memcpy(want, ys, sizeof(float) * 640);
+    CHECK(vk_gate(c, y, x, 640, 64, 128, 64, &e) == 0);
+    for (int i = 0; i < 640; i++) want[i] *= 1.0f / (1.0f + expf(-xs[(i / 64) * 128 + 64 + i % 64]));
+    CHECKF(worst(ys, want, 640) < 1e-6, "gate: %g", worst(ys, want, 640));
+    CHECK(vk_gate(c, y, x, 640, 64, 128 * 1000, 64, &e) == -1);
+    /* strided copy: the queries out of that interleaving */
+    memcpy(want, ys, sizeof(float) * ROWS * W);
+    CHECK(vk_copy_blocks(c, x, 3, 128, y, 1, 64, 64, 10, &e) == 0);
+    for (int b = 0; b < 10; b++) memcpy(want + 1 + b * 64, xs + 3 + b * 128, 64 * sizeof(float));
+    CHECK(!memcmp(ys, want, sizeof(float) * ROWS * W));
+    CHECK(vk_copy_blocks(c, x, 0, W, y, 0, 64, 64, ROWS + 1, &e) == -1 && strstr(e.msg, "out of range"));
+    free(want);
+    vk_buf_free(x), vk_buf_free(s), vk_buf_free(y);
     vk_close(c);
 }
 
@@ -259,7 +398,7 @@ static void test_recorded_run(void) {
     }
     CHECK(!memcmp(alone, vk_buf_map(z), sizeof alone));
     CHECK(vk_begin(c, &e) == 0 && vk_begin(c, &e) == -1 && strstr(e.msg, "already recording"));
-    CHECK(vk_add(c, z, x, N, &e) == 0 && vk_matvec(c, TYPE_Q8_0, x, 1, 32, x, z, &e) == 0);
+    CHECK(vk_add(c, z, x, N, &e) == 0 && vk_matmul(c, TYPE_Q8_0, x, 1, 32, x, 1, z, &e) == 0);
     CHECK(vk_rope(c, z, 0, 1, 2, 3, 0, 1.0f, 0, &e) == -1); /* refused at once: out of range */
     CHECK(vk_run(c, &e) == 0 && vk_run(c, &e) == -1 && strstr(e.msg, "nothing is recorded"));
     CHECK(vk_add(c, z, x, N, &e) == 0); /* and on it goes */
@@ -286,7 +425,8 @@ static float *run_tokens(const backend_ops *ops, const model *m, int first, cons
     float *out[64];
     for (int t = 0; logits && t < n_tok; t++) rows[t] = (backend_row){st, t, n_tok}, out[t] = logits + t * V;
     for (int t = 0; logits && t < n_tok; t += one_by_one ? 1 : n_tok)
-        b.ops->forward(st, rows + t, toks + t, one_by_one ? 1 : n_tok, 0, m->hp.n_layer, NULL, out + t);
+        if (b.ops->forward(st, rows + t, toks + t, one_by_one ? 1 : n_tok, 0, m->hp.n_layer, NULL, out + t, err))
+            free(logits), logits = NULL;
     if (st) b.ops->state_free(st);
     backend_close(&b);
     return logits;
@@ -303,24 +443,51 @@ static double logit_gap(const float *a, const float *b, size_t n) {
     return d / (big > 0 ? big : 1);
 }
 
-/* Whole models with every layer on the device against the CPU backend, over 12 tokens, the same
- * top token at every position. The CPU attends over its f16 cache with ggml's f16 arithmetic (f16
- * query and accumulator) where the device uses f32: float weights agree within 2e-3 of the
- * largest logit (measured: 3e-4 to 9e-4). For the other types the CPU also quantizes its
- * activations to int8 (Q8_0/Q8_K, as ggml does) where the device keeps f32: within 3e-2
- * (measured: up to 2.1e-2). */
+/* Whole models with every layer on the device against the CPU backend, over 12 tokens. The CPU
+ * attends over its f16 cache with ggml's f16 arithmetic (f16 query and accumulator) where the
+ * device uses f32, and runs the delta rule of a prompt in its chunked form where the device goes
+ * token by token: float weights agree within 2e-3 of the largest logit. Both quantize the
+ * activations of the other types to int8 (Q8_0/Q8_K, as ggml does), and a small difference in the
+ * input moves a value across a rounding step: within 3e-2. Every golden model, rotated ones
+ * included; the same top token wherever the CPU's is not a near tie. */
 static void test_backend_models(void) {
-    static const struct {
-        const char *path;
+    static const char *const names[] = {"tiny-llama-F32",
+                                        "tiny-llama-PQ2_0",
+                                        "tiny-llama-PTQ1_0",
+                                        "tiny-llama-Q8_0",
+                                        "tiny-llama-TQ1_0",
+                                        "tiny-llama-TQ2_0",
+                                        "tiny-qwen3-F32",
+                                        "tiny-qwen3-PQ2_0",
+                                        "tiny-qwen3-PTQ1_0",
+                                        "tiny-qwen3-Q8_0",
+                                        "tiny-qwen3-TQ1_0",
+                                        "tiny-qwen3-TQ2_0",
+                                        "tiny-qwen3-hadamard-PQ2_0",
+                                        "tiny-qwen3-hadamard-PTQ1_0",
+                                        "tiny-qwen3-hadamard-TQ1_0",
+                                        "tiny-qwen35-F32",
+                                        "tiny-qwen35-PQ2_0",
+                                        "tiny-qwen35-PTQ1_0",
+                                        "tiny-qwen35-Q8_0",
+                                        "tiny-qwen35-TQ1_0",
+                                        "tiny-qwen35-TQ2_0",
+                                        "tiny-qwen35-hadamard-PQ2_0",
+                                        "tiny-qwen35-hadamard-PTQ1_0",
+                                        "tiny-qwen35-hadamard-TQ1_0",
+                                        NULL};
+    struct {
+        char path[96];
         double bound;
-    } models[] = {
-        {"data/models/stories260K.gguf", 2e-3},         {"golden/models/tiny-llama-F32.gguf", 2e-3},
-        {"golden/models/tiny-qwen3-F32.gguf", 2e-3},    {"golden/models/tiny-llama-Q8_0.gguf", 3e-2},
-        {"golden/models/tiny-llama-TQ2_0.gguf", 3e-2},  {"golden/models/tiny-llama-PQ2_0.gguf", 3e-2},
-        {"golden/models/tiny-qwen3-PTQ1_0.gguf", 3e-2}, {"golden/models/tiny-qwen3-TQ1_0.gguf", 3e-2},
-    };
+    } models[32] = {{"data/models/stories260K.gguf", 2e-3}};
+    size_t n_models = 1;
+    for (const char *const *n = names; *n; n++, n_models++) {
+        snprintf(models[n_models].path, sizeof models[n_models].path, "golden/models/%s.gguf", *n);
+        models[n_models].bound = strstr(*n, "F32") ? 2e-3 : 3e-2;
+    }
+    double worst_gap[2] = {0};
     static const int32_t toks[12] = {1, 400, 35, 71, 90, 12, 250, 33, 5, 6, 7, 8};
-    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+    for (size_t i = 0; i < n_models; i++) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(models[i].path), 1, &err);
         REQUIREF(m, "%s: %s", models[i].path, err.msg);
@@ -342,18 +509,30 @@ static void test_backend_models(void) {
         }
         const size_t V = (size_t)m->hp.n_vocab;
         for (int t = 0; gpu && t < 12; t++) {
-            double gap = logit_gap(gpu + t * V, cpu + t * V, V);
+            const float *g = gpu + t * V, *c = cpu + t * V;
+            double gap = logit_gap(g, c, V), big = 0;
             size_t a = 0, b = 0;
-            for (size_t k = 1; k < V; k++)
-                a = gpu[t * V + k] > gpu[t * V + a] ? k : a, b = cpu[t * V + k] > cpu[t * V + b] ? k : b;
-            CHECKF(gap <= models[i].bound && a == b, "%s token %d: gap %.3g (bound %.3g), top %zu vs %zu",
-                   models[i].path, t, gap, models[i].bound, a, b);
+            for (size_t k = 0; k < V; k++) {
+                a = g[k] > g[a] ? k : a, b = c[k] > c[b] ? k : b;
+                big = fabs(c[k]) > big ? fabs(c[k]) : big;
+            }
+            /* the device's top token is the CPU's, or one the CPU scores within twice the gap
+             * measured here of its own top (a near tie that either arithmetic may break) */
+            CHECKF(gap <= models[i].bound && (a == b || c[b] - c[a] <= 2 * gap * big),
+                   "%s token %d: gap %.3g (bound %.3g), top %zu vs %zu (%.4g vs %.4g on the CPU)", models[i].path, t,
+                   gap, models[i].bound, a, b, c[a], c[b]);
+            double *wg = &worst_gap[models[i].bound > 2e-3];
+            *wg = gap > *wg ? gap : *wg;
         }
         free(cpu), free(gpu);
         model_free(m);
     }
+    if (getenv("TRIT_TEST_VERBOSE"))
+        fprintf(stderr, "vulkan vs cpu: float models %.3g, quantized %.3g of the largest logit\n", worst_gap[0],
+                worst_gap[1]);
     /* partial offload: every cut of the layers between the CPU and the device agrees as well */
-    static const char *const splits[] = {"data/models/stories260K.gguf", "golden/models/tiny-qwen3-PTQ1_0.gguf"};
+    static const char *const splits[] = {"data/models/stories260K.gguf", "golden/models/tiny-qwen3-PTQ1_0.gguf",
+                                         "golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf"};
     for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(splits[i]), 1, &err);
@@ -387,7 +566,7 @@ static void test_backend_models(void) {
         for (int t = 0; t < 48; t++) {
             backend_row row = {st, t, 1};
             float *out[1] = {lg};
-            b.ops->forward(st, &row, &seq[k][t], 1, 0, m->hp.n_layer, NULL, out);
+            CHECKF(!b.ops->forward(st, &row, &seq[k][t], 1, 0, m->hp.n_layer, NULL, out, &err), "%s", err.msg);
             int best = 0;
             for (int v = 1; v < m->hp.n_vocab; v++) best = lg[v] > lg[best] ? v : best;
             seq[k][t + 1] = best;
@@ -398,20 +577,12 @@ static void test_backend_models(void) {
     }
     CHECK(!memcmp(seq[0], seq[1], sizeof seq[0]));
     model_free(m);
-    /* what the device cannot run yet is refused with the reason */
-    m = model_load(shared_path("golden/models/tiny-qwen35-F32.gguf"), 1, &err);
-    REQUIRE(m);
-    CHECK(!run_tokens(&backend_vulkan, m, 0, toks, 1, 1, &err) && strstr(err.msg, "qwen35"));
-    model_free(m);
-    m = model_load(shared_path("golden/models/tiny-qwen3-hadamard-PQ2_0.gguf"), 1, &err);
-    REQUIRE(m);
-    CHECK(!run_tokens(&backend_vulkan, m, 0, toks, 1, 1, &err) && strstr(err.msg, "rotat"));
-    model_free(m);
 }
 
-/* The engine's -ngl: all layers go to the device, a partial count splits them (the CPU's first);
- * a model the device cannot run stays on the CPU with the reason; a device session refuses a
- * context shift it cannot do; a split session copied goes on as the original. */
+/* The engine's -ngl: all layers go to the device, a partial count splits them (the CPU's first),
+ * qwen35 included; a context shift on the device goes on as the CPU's does; an f32 KV cache, which
+ * the device does not hold, is refused with the reason; a split session copied goes on as the
+ * original. */
 static void test_engine_offload(void) {
     char err[256];
     trit_model_params p = trit_model_default_params();
@@ -424,17 +595,35 @@ static void test_engine_offload(void) {
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     REQUIRE(s);
     const int32_t toks[] = {1, 400, 35, 71, 90, 12};
-    CHECK(trit_session_eval(s, toks, 6, NULL, 0, err, sizeof err) == 0);
-    CHECK(!trit_session_can_shift(s));
-    CHECK(trit_session_shift(s, 1, 2, err, sizeof err) == -1 && strstr(err, "not on the vulkan backend"));
+    const int V0 = trit_model_n_vocab(m);
+    float *ls[2] = {malloc((size_t)V0 * sizeof(float)), malloc((size_t)V0 * sizeof(float))};
+    REQUIRE(ls[0] && ls[1]);
+    /* keep 1, drop 2 of 6, then one more token: the same on the device as on the CPU */
+    for (int k = 0; k < 2; k++) {
+        trit_model_params pk = p;
+        pk.n_gpu_layers = k ? 99 : 0;
+        trit_model *mk = k ? m : trit_model_load(shared_path("data/models/stories260K.gguf"), &pk, err, sizeof err);
+        trit_session *sk = k ? s : trit_session_new(mk, &sp, err, sizeof err);
+        REQUIREF(mk && sk, "%s", err);
+        CHECK(trit_session_eval(sk, toks, 6, NULL, 0, err, sizeof err) == 0);
+        CHECK(trit_session_can_shift(sk));
+        CHECKF(trit_session_shift(sk, 1, 2, err, sizeof err) == 0, "%s", err);
+        CHECK(trit_session_eval(sk, toks + 1, 1, ls[k], 0, err, sizeof err) == 0);
+        if (!k) trit_session_free(sk), trit_model_free(mk);
+    }
+    CHECKF(logit_gap(ls[1], ls[0], (size_t)V0) <= 2e-3, "shifted: %.3g", logit_gap(ls[1], ls[0], (size_t)V0));
+    free(ls[0]), free(ls[1]);
     trit_session_free(s);
+    sp.kv_f32 = 1;
+    CHECK(!trit_session_new(m, &sp, err, sizeof err) && strstr(err, "KV cache is f16"));
+    sp.kv_f32 = 0;
     trit_model_free(m);
     static const struct {
         const char *path;
         int ngl;
-        const char *why;
-    } cpu[] = {{"golden/models/tiny-qwen35-PQ2_0.gguf", -1, "qwen35"},
-               {"golden/models/tiny-qwen35-PQ2_0.gguf", 1, "qwen35"}};
+        const char *backend;
+    } qwen35[] = {{"golden/models/tiny-qwen35-hadamard-PQ2_0.gguf", -1, "vulkan"},
+                  {"golden/models/tiny-qwen35-hadamard-PQ2_0.gguf", 1, "split"}};
     p.n_gpu_layers = 2;
     m = trit_model_load(shared_path("data/models/stories260K.gguf"), &p, err, sizeof err);
     REQUIREF(m, "%s", err);
@@ -465,25 +654,140 @@ static void test_engine_offload(void) {
     CHECKF(!strcmp(info.backend, "cpu") && strstr(info.backend_note, "no device 7"), "%s", info.backend_note);
     trit_model_free(m);
     p.gpu_device = -1;
-    for (size_t i = 0; i < sizeof cpu / sizeof *cpu; i++) {
-        p.n_gpu_layers = cpu[i].ngl;
-        m = trit_model_load(shared_path(cpu[i].path), &p, err, sizeof err);
+    for (size_t i = 0; i < sizeof qwen35 / sizeof *qwen35; i++) {
+        p.n_gpu_layers = qwen35[i].ngl;
+        m = trit_model_load(shared_path(qwen35[i].path), &p, err, sizeof err);
         REQUIREF(m, "%s", err);
         info = trit_model_get_info(m);
-        CHECKF(!strcmp(info.backend, "cpu") && strstr(info.backend_note, cpu[i].why), "%s: %s %s", cpu[i].path,
+        CHECKF(!strcmp(info.backend, qwen35[i].backend) && !*info.backend_note, "%s: %s %s", qwen35[i].path,
                info.backend, info.backend_note);
         trit_model_free(m);
     }
 }
 
+/* qwen35 (recurrent state and KV cache on the device), whole and split: rewinding to a
+ * checkpoint and evaluating the same tokens again (prefix reuse), a session copied, and one saved
+ * to a file and loaded, each go on with the original's logits to the bit. */
+static void test_qwen35_sessions(void) {
+    static const int ngl[] = {99, 1};
+    const int32_t toks[] = {1, 40, 35, 71, 90, 12, 250, 33, 5, 6, 7};
+    char err[256], path[64];
+    snprintf(path, sizeof path, "/tmp/trit-test-%d-vk.session", (int)getpid());
+    for (int k = 0; k < 2; k++) {
+        trit_model_params p = trit_model_default_params();
+        p.n_gpu_layers = ngl[k];
+        trit_model *m =
+            trit_model_load(shared_path("golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf"), &p, err, sizeof err);
+        REQUIREF(m, "%s", err);
+        CHECK(!strcmp(trit_model_get_info(m).backend, k ? "split" : "vulkan"));
+        trit_session_params sp = {.n_ctx = 32};
+        trit_session *a = trit_session_new(m, &sp, err, sizeof err), *c = trit_session_new(m, &sp, err, sizeof err),
+                     *d = trit_session_new(m, &sp, err, sizeof err);
+        const int V = trit_model_n_vocab(m);
+        float *l[3];
+        for (int i = 0; i < 3; i++) l[i] = malloc((size_t)V * sizeof(float));
+        REQUIRE(a && c && d && l[0] && l[1] && l[2]);
+        CHECK(!trit_session_eval(a, toks, 5, NULL, 0, err, sizeof err) && !trit_session_checkpoint(a, err, sizeof err));
+        CHECK(!trit_session_eval(a, toks + 5, 4, l[0], 0, err, sizeof err));
+        CHECK(trit_session_truncate(a, 5) == 5);
+        CHECK(!trit_session_eval(a, toks + 5, 4, l[1], 0, err, sizeof err));
+        CHECKF(!memcmp(l[0], l[1], (size_t)V * sizeof(float)), "-ngl %d: the rewound session differs", ngl[k]);
+        CHECK(!trit_session_copy(c, a, err, sizeof err));
+        CHECK(trit_session_save_file(a, path, NULL, 0, err, sizeof err) > 0);
+        int nw = 0;
+        CHECKF(trit_session_load_file(d, path, NULL, 0, &nw, err, sizeof err) > 0, "%s", err);
+        trit_session *all[] = {a, c, d};
+        for (int i = 0; i < 3; i++) CHECK(!trit_session_eval(all[i], toks + 9, 2, l[i], 0, err, sizeof err));
+        CHECKF(!memcmp(l[0], l[1], (size_t)V * sizeof(float)) && !memcmp(l[0], l[2], (size_t)V * sizeof(float)),
+               "-ngl %d: a copied or loaded session differs", ngl[k]);
+        unlink(path);
+        for (int i = 0; i < 3; i++) free(l[i]), trit_session_free(all[i]);
+        trit_model_free(m);
+    }
+}
+
+/* Device memory and device loss, simulated (TRIT_VK_MEMORY, TRIT_VK_LOSE_AFTER) on
+ * stories260K-w256 (11.8 MiB of weights on the device): a budget too small for -ngl 99 is refused
+ * before anything is uploaded and the CPU runs the model with the reason; -ngl auto takes the
+ * last layers that fit beside a sequence of n_ctx positions, and that session then opens; a budget
+ * that holds the weights but not the KV cache fails the session with the reason; a device lost
+ * after a run fails the evaluation and every one after it with the reason, never logits. */
+static void test_memory_and_loss(void) {
+    const char *path = shared_path("data/models/stories260K-w256.gguf");
+    char err[256];
+    trit_model_params p = trit_model_default_params();
+    p.n_gpu_layers = 99;
+    trit_session_params sp = {.n_ctx = 1024};
+    setenv("TRIT_VK_MEMORY", "8", 1);
+    trit_model *m = trit_model_load(path, &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    trit_model_info info = trit_model_get_info(m);
+    CHECKF(!strcmp(info.backend, "cpu") && strstr(info.backend_note, "need 12 MiB, more than the 8 MiB"), "%s: %s",
+           info.backend, info.backend_note);
+    trit_model_free(m);
+    int fitted[2] = {0};
+    for (int k = 0; k < 2; k++) { /* 8 MiB, then 12 */
+        setenv("TRIT_VK_MEMORY", k ? "12" : "8", 1);
+        p.n_gpu_layers = TRIT_GPU_LAYERS_AUTO, p.n_ctx = sp.n_ctx;
+        m = trit_model_load(path, &p, err, sizeof err);
+        REQUIREF(m, "%s", err);
+        info = trit_model_get_info(m);
+        fitted[k] = info.n_gpu_layers;
+        CHECKF(!strcmp(info.backend, "split") && info.n_gpu_layers > 0 &&
+                   info.gpu_memory_bytes == (k ? 12u : 8u) << 20 && info.gpu_weight_bytes < info.gpu_memory_bytes,
+               "auto at %d MiB: %s, %d layers, %s", k ? 12 : 8, info.backend, info.n_gpu_layers, info.backend_note);
+        trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+        CHECKF(s, "auto's session: %s", err);
+        trit_session_free(s);
+        trit_model_free(m);
+    }
+    CHECKF(fitted[1] > fitted[0] && fitted[1] < 5, "auto: %d layers in 8 MiB, %d in 12", fitted[0], fitted[1]);
+    setenv("TRIT_VK_MEMORY", "12", 1);
+    p.n_gpu_layers = 99;
+    m = trit_model_load(path, &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    info = trit_model_get_info(m);
+    CHECKF(!strcmp(info.backend, "vulkan") && info.n_gpu_layers == 5, "%s %s", info.backend, info.backend_note);
+    CHECK(!trit_session_new(m, &sp, err, sizeof err) && strstr(err, "out of device memory"));
+    trit_model_free(m);
+    unsetenv("TRIT_VK_MEMORY");
+    setenv("TRIT_VK_MEMORY", "x", 1); /* a bad value: refused with its name, the CPU runs it */
+    m = trit_model_load(path, &p, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    CHECKF(strstr(trit_model_get_info(m).backend_note, "TRIT_VK_MEMORY=x"), "%s", trit_model_get_info(m).backend_note);
+    trit_model_free(m);
+    unsetenv("TRIT_VK_MEMORY");
+    setenv("TRIT_VK_LOSE_AFTER", "1", 1);
+    m = trit_model_load(shared_path("data/models/stories260K.gguf"), &p, err, sizeof err);
+    unsetenv("TRIT_VK_LOSE_AFTER");
+    REQUIREF(m, "%s", err);
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    const int V = trit_model_n_vocab(m);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    REQUIRE(s && lg);
+    const int32_t toks[] = {1, 400, 35};
+    CHECK(trit_session_eval(s, toks, 1, lg, 0, err, sizeof err) == 0 && isfinite(lg[0]));
+    for (int k = 1; k < 3; k++) {
+        CHECKF(trit_session_eval(s, toks + k, 1, lg, 0, err, sizeof err) == -1 && strstr(err, "was lost"),
+               "eval %d after the loss: %s", k, err);
+        CHECK(trit_session_n_past(s) == 1);
+    }
+    free(lg);
+    trit_session_free(s);
+    trit_model_free(m);
+}
+
 const test_case vulkan_tests[] = {
-    {"matvec_types", test_matvec_types},
-    {"matvec_shapes_and_refusals", test_matvec_shapes_and_refusals},
+    {"matmul_types", test_matmul_types},
+    {"matmul_shapes_and_refusals", test_matmul_shapes_and_refusals},
     {"vector_kernels", test_vector_kernels},
     {"attention", test_attention},
+    {"hadamard_gate_copy", test_hadamard_gate_copy},
     {"read", test_read},
     {"recorded_run", test_recorded_run},
     {"backend_models", test_backend_models},
     {"engine_offload", test_engine_offload},
+    {"qwen35_sessions", test_qwen35_sessions},
+    {"memory_and_loss", test_memory_and_loss},
     {0},
 };

@@ -50,6 +50,14 @@ typedef struct {
     const backend_ops *device_ops; /* backend_split: the backend of its last layers */
 } backend_params;
 
+/* Where a device backend's layers went and what its memory holds (device_info). */
+typedef struct {
+    const char *device; /* the device's name */
+    int first_layer; /* layers [first_layer, n_layer) and the output head are on it */
+    uint64_t weight_bytes; /* device memory its weights take */
+    uint64_t budget_bytes; /* device memory trit may use */
+} backend_device;
+
 struct backend_ops {
     const char *name;
     int max_rows; /* rows of one pass, at most BACKEND_MAX_ROWS */
@@ -57,6 +65,8 @@ struct backend_ops {
     void (*release)(backend *b);
     /* Where the prepared weights came from: "built", "cache" or "none". */
     const char *(*weights_source)(const backend *b);
+    /* A device backend's report (NULL for the CPU's). */
+    void (*device_info)(const backend *b, backend_device *out);
     /* n_threads <= 0: the backend's default. kv_f16: an f16 KV cache (llama.cpp's default). */
     backend_state *(*state_new)(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err);
     void (*state_free)(backend_state *st);
@@ -64,9 +74,10 @@ struct backend_ops {
     void (*state_reset)(backend_state *st);
     /* dst takes src's first n_past positions and its recurrent state (dst holds n_past). */
     int (*state_copy)(backend_state *dst, const backend_state *src, int n_past, trit_err *err);
-    /* The recurrent state (conv windows and Gated DeltaNet matrices) as one block of *bytes, or
-     * NULL and 0 when the model has none: the engine's checkpoints copy it out and back. */
-    void *(*recurrent)(backend_state *st, size_t *bytes);
+    /* Visits the recurrent state (conv windows and Gated DeltaNet matrices) as regions in a fixed
+     * order, none when the model has none: the engine's checkpoints copy them out and back. Stops
+     * at fn's first nonzero, which it returns. */
+    int (*recurrent)(backend_state *st, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
     /* Visits the state of the first n_past positions as regions in a fixed order (KV rows layer by
      * layer, then the recurrent block), for saving and loading; stops at fn's first nonzero. */
     int (*regions)(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
@@ -79,9 +90,10 @@ struct backend_ops {
     /* One pass of nb rows (at most max_rows) through layers [l0, l1), in work's work area. l0 = 0:
      * the tokens are embedded, else x [nb][n_embd] holds the residual stream; l1 = n_layer: row t's
      * logits go to out[t] when not NULL, else the residual stream goes to x. Rows of one sequence
-     * come in position order. */
-    void (*forward)(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
-                    float *x, float *const *out);
+     * come in position order. 0, or -1 with err when the device failed (lost, or a kernel refused):
+     * the pass's outputs are then NaN and its sequences' states undefined. */
+    int (*forward)(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
+                   float *x, float *const *out, trit_err *err);
 };
 
 struct backend {
@@ -103,6 +115,10 @@ extern const backend_ops backend_split;
 #ifdef TRIT_VULKAN
 /* The Vulkan backend (backend/vulkan/): llama and qwen3 on one device. */
 extern const backend_ops backend_vulkan;
+/* -ngl auto: how many of m's last layers the device (-1: its default) holds, with their output
+ * head and the state of one sequence of n_ctx positions beside them (0 when not even the head
+ * fits); -1 with err when there is no device. */
+int backend_vulkan_fit(const model *m, int device, int n_ctx, trit_err *err);
 #endif
 
 #endif

@@ -40,6 +40,9 @@ static void split_release(backend *b) {
 }
 
 static const char *split_weights_source(const backend *b) { return SPLIT(b)->dev.ops->weights_source(&SPLIT(b)->dev); }
+static void split_device_info(const backend *b, backend_device *out) {
+    SPLIT(b)->dev.ops->device_info(&SPLIT(b)->dev, out);
+}
 
 static void split_state_free(backend_state *bs) {
     split_state *s = (split_state *)bs;
@@ -77,11 +80,10 @@ static int split_state_copy(backend_state *dst, const backend_state *src, int n_
         : 0;
 }
 
-/* Models with recurrent layers are not split (the device takes none yet). */
-static void *split_recurrent(backend_state *st, size_t *bytes) {
-    (void)st;
-    *bytes = 0;
-    return NULL;
+static int split_recurrent(backend_state *st, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
+    split_state *s = (split_state *)st;
+    int rc = s->cpu->b->ops->recurrent(s->cpu, fn, ctx);
+    return rc ? rc : s->dev->b->ops->recurrent(s->dev, fn, ctx);
 }
 
 static int split_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
@@ -95,8 +97,8 @@ static int split_can_share(const backend_state *work, const backend_state *st) {
     return work->b == st->b && w->cpu->b->ops->can_share(w->cpu, s->cpu) && w->dev->b->ops->can_share(w->dev, s->dev);
 }
 
-static void split_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
-                          float *x, float *const *out) {
+static int split_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
+                         float *x, float *const *out, trit_err *err) {
     split_state *w = (split_state *)work;
     const int first = SPLIT(work->b)->first, L = work->b->m->hp.n_layer;
     backend_row inner[BACKEND_MAX_ROWS];
@@ -104,13 +106,14 @@ static void split_forward(backend_state *work, const backend_row *rows, const in
     if (l0 < first) { /* the CPU's layers */
         for (int t = 0; t < nb; t++) inner[t] = rows[t], inner[t].st = ((split_state *)rows[t].st)->cpu;
         const int end = l1 < first ? l1 : first;
-        w->cpu->b->ops->forward(w->cpu, inner, tokens, nb, l0, end, hand, end == L ? out : NULL);
+        if (w->cpu->b->ops->forward(w->cpu, inner, tokens, nb, l0, end, hand, end == L ? out : NULL, err)) return -1;
     }
     if (l1 > first) { /* the device's, from the residual the CPU left (or the caller gave) */
         for (int t = 0; t < nb; t++) inner[t] = rows[t], inner[t].st = ((split_state *)rows[t].st)->dev;
         const int start = l0 > first ? l0 : first;
-        w->dev->b->ops->forward(w->dev, inner, tokens, nb, start, l1, hand, out);
+        return w->dev->b->ops->forward(w->dev, inner, tokens, nb, start, l1, hand, out, err);
     }
+    return 0;
 }
 
 const backend_ops backend_split = {
@@ -119,6 +122,7 @@ const backend_ops backend_split = {
     .prepare = split_prepare,
     .release = split_release,
     .weights_source = split_weights_source,
+    .device_info = split_device_info,
     .state_new = split_state_new,
     .state_free = split_state_free,
     .state_reset = split_state_reset,

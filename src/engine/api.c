@@ -59,16 +59,25 @@ int trit_gpu_list(char *buf, size_t n, char *err, size_t errlen) {
 /* -ngl n: the last n layers and the output head on the Vulkan device (all of them when n covers
  * the layers or is -1; the rest on the CPU, through backend_split) when it can be; else tm->note
  * says why not, and the CPU runs it all. */
-static int open_device(trit_model *tm, int n, const backend_params *bp) {
+static int open_device(trit_model *tm, int n, int n_ctx, const backend_params *bp) {
     const int L = tm->m->hp.n_layer;
 #ifdef TRIT_VULKAN
     trit_err e = {{0}};
+    if (n == TRIT_GPU_LAYERS_AUTO) {
+        const int train = tm->m->hp.n_ctx_train, ctx = n_ctx > 0 ? n_ctx : train > 0 && train < 4096 ? train : 4096;
+        if ((n = backend_vulkan_fit(tm->m, bp->device, ctx, &e)) <= 0) {
+            if (!n)
+                snprintf(e.msg, sizeof e.msg, "vulkan: the device's memory holds none of the %d layers (-ngl auto)", L);
+            snprintf(tm->note, sizeof tm->note, "%s", e.msg);
+            return 0;
+        }
+    }
     backend_params split = *bp;
     split.first_layer = n > 0 && n < L ? L - n : 0, split.device_ops = &backend_vulkan;
     if (!backend_open(&tm->b, split.first_layer ? &backend_split : &backend_vulkan, tm->m, &split, &e)) return 1;
     snprintf(tm->note, sizeof tm->note, "%s", e.msg);
 #else
-    (void)bp;
+    (void)bp, (void)n_ctx;
     snprintf(tm->note, sizeof tm->note, "this build has no GPU backend (-ngl %d of %d layers)", n, L);
 #endif
     return 0;
@@ -86,7 +95,7 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
     tm->m = model_load(path, p->use_mmap, &e);
     const backend_params bp = {
         .use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min, .device = p->gpu_device};
-    if (tm->m && p->n_gpu_layers && open_device(tm, p->n_gpu_layers, &bp)) {
+    if (tm->m && p->n_gpu_layers && open_device(tm, p->n_gpu_layers, p->n_ctx, &bp)) {
         /* on the device */
     } else if (tm->m && backend_open(&tm->b, &backend_cpu, tm->m, &bp, &e)) {
         model_free(tm->m);
@@ -121,7 +130,14 @@ trit_model_info trit_model_get_info(const trit_model *tm) {
                             .rotated = m->rot.present,
                             .repack = tm->b.ops->weights_source(&tm->b),
                             .backend = tm->b.ops->name,
-                            .backend_note = tm->note};
+                            .backend_note = tm->note,
+                            .gpu = ""};
+    if (tm->b.ops->device_info) {
+        backend_device d;
+        tm->b.ops->device_info(&tm->b, &d);
+        info.n_gpu_layers = m->hp.n_layer - d.first_layer, info.gpu = d.device;
+        info.gpu_weight_bytes = d.weight_bytes, info.gpu_memory_bytes = d.budget_bytes;
+    }
     uint64_t by_type[TYPE_COUNT] = {0};
     for (size_t i = 0; i < m->file->n_tensors; i++) {
         const gguf_tensor *t = &m->file->tensors[i];
@@ -145,6 +161,22 @@ int trit_physical_cores(void) { return pool_physical_cores(); }
 int trit_model_n_ctx_train(const trit_model *m) { return m->m->hp.n_ctx_train; }
 const char *trit_model_arch(const trit_model *m) { return m->m->arch; }
 const char *trit_model_desc(const trit_model *m) { return m->m->desc; }
+
+void trit_model_placement(const trit_model *m, char *buf, size_t n) {
+    const trit_model_info in = trit_model_get_info(m);
+    const double mib = 1048576.0;
+    if (!*in.gpu) snprintf(buf, n, "the CPU");
+    else if (in.n_gpu_layers < in.n_layer)
+        snprintf(
+            buf, n,
+            "the last %d of %d layers and the output head on the GPU (Vulkan: %s), the others on the CPU; %.1f MiB "
+            "of weights of the GPU's %.0f MiB",
+            in.n_gpu_layers, in.n_layer, in.gpu, in.gpu_weight_bytes / mib, in.gpu_memory_bytes / mib);
+    else
+        snprintf(buf, n,
+                 "all %d layers and the output head on the GPU (Vulkan: %s); %.1f MiB of weights of its %.0f MiB",
+                 in.n_layer, in.gpu, in.gpu_weight_bytes / mib, in.gpu_memory_bytes / mib);
+}
 
 int32_t trit_token_bos(const trit_model *m) { return vocab_bos(m->m->vocab); }
 int32_t trit_token_eos(const trit_model *m) { return vocab_eos(m->m->vocab); }

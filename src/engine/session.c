@@ -60,10 +60,36 @@ int session_copy(session *dst, const session *src, trit_err *err) {
 
 int session_attention_only(const session *s) { return s->b->m->hp.n_recurrent == 0; }
 
-int session_checkpoint(session *s, trit_err *err) {
+/* The recurrent state's regions, visited in order: counted, copied out to or back from at. */
+typedef struct {
+    uint8_t *at;
     size_t bytes;
-    const void *rec = s->b->ops->recurrent(s->st, &bytes);
-    if (!rec) return 0;
+    int out;
+} rec_cursor;
+
+static int rec_count(void *ctx, void *p, size_t n) {
+    (void)p;
+    ((rec_cursor *)ctx)->bytes += n;
+    return 0;
+}
+
+static int rec_move(void *ctx, void *p, size_t n) {
+    rec_cursor *c = ctx;
+    if (c->out) memcpy(c->at + c->bytes, p, n);
+    else memcpy(p, c->at + c->bytes, n);
+    c->bytes += n;
+    return 0;
+}
+
+static size_t rec_bytes(const session *s) {
+    rec_cursor c = {0};
+    s->b->ops->recurrent(s->st, rec_count, &c);
+    return c.bytes;
+}
+
+int session_checkpoint(session *s, trit_err *err) {
+    const size_t bytes = rec_bytes(s);
+    if (!bytes) return 0;
     int i = 0;
     while (i < s->n_ckpt && s->ckpt[i].pos != s->n_past) i++;
     session_ckpt c = {s->n_past, NULL};
@@ -72,21 +98,19 @@ int session_checkpoint(session *s, trit_err *err) {
     else if (!(c.data = malloc(bytes))) return fail(err, "out of memory for a checkpoint (%zu MiB)", bytes >> 20);
     else s->n_ckpt++;
     memmove(&s->ckpt[i], &s->ckpt[i + 1], (size_t)(s->n_ckpt - 1 - i) * sizeof *s->ckpt);
-    memcpy(c.data, rec, bytes);
+    s->b->ops->recurrent(s->st, rec_move, &(rec_cursor){c.data, 0, 1});
     s->ckpt[s->n_ckpt - 1] = c;
     return 0;
 }
 
 int session_truncate(session *s, int n) {
     n = n < 0 ? 0 : n > s->n_past ? s->n_past : n;
-    size_t bytes;
-    void *rec = s->b->ops->recurrent(s->st, &bytes);
-    if (!rec || n == s->n_past) return s->n_past = n;
+    if (!rec_bytes(s) || n == s->n_past) return s->n_past = n;
     int best = -1;
     for (int i = 0; i < s->n_ckpt; i++)
         if (s->ckpt[i].pos <= n && (best < 0 || s->ckpt[i].pos > s->ckpt[best].pos)) best = i;
     int reached = best < 0 ? 0 : s->ckpt[best].pos;
-    if (best >= 0) memcpy(rec, s->ckpt[best].data, bytes);
+    if (best >= 0) s->b->ops->recurrent(s->st, rec_move, &(rec_cursor){s->ckpt[best].data, 0, 0});
     else s->b->ops->state_reset(s->st);
     for (int i = 0; i < s->n_ckpt;) /* checkpoints past the new position describe tokens now gone */
         if (s->ckpt[i].pos > reached) {
@@ -227,9 +251,10 @@ static int check_item(const session *s, const int32_t *tokens, int n, trit_err *
 }
 
 /* Fills passes of up to the backend's rows from the items in order and runs them in work's work
- * area. Rows of one session stay in order, so its recurrent state advances token by token. */
-static void run_passes(backend_state *work, session **ss, const int32_t *const *tokens, const int *n,
-                       float *const *logits, const int *all_logits, int n_items) {
+ * area. Rows of one session stay in order, so its recurrent state advances token by token. A
+ * failed pass (a device lost) stops there: -1, no position advances. */
+static int run_passes(backend_state *work, session **ss, const int32_t *const *tokens, const int *n,
+                      float *const *logits, const int *all_logits, int n_items, trit_err *err) {
     const backend *b = ss[0]->b;
     const int n_vocab = b->m->hp.n_vocab, n_layer = b->m->hp.n_layer, max_rows = b->ops->max_rows;
     backend_row rows[BACKEND_MAX_ROWS];
@@ -248,11 +273,12 @@ static void run_passes(backend_state *work, session **ss, const int32_t *const *
         nb++;
         if (++i == n[item]) i = 0, item++;
         if (nb == max_rows || item == n_items) {
-            b->ops->forward(work, rows, toks, nb, 0, n_layer, NULL, out);
+            if (b->ops->forward(work, rows, toks, nb, 0, n_layer, NULL, out, err)) return -1;
             nb = 0;
         }
     }
     for (int k = 0; k < n_items; k++) ss[k]->n_past += n[k]; /* passes read positions from their rows */
+    return 0;
 }
 
 int session_eval_many(session **ss, const int32_t *const *tokens, const int *n, float *const *logits,
@@ -265,9 +291,8 @@ int session_eval_many(session **ss, const int32_t *const *tokens, const int *n, 
         shared &= ss[i]->b == ss[0]->b && ss[0]->b->ops->can_share(ss[0]->st, ss[i]->st);
     }
     /* Positions move as rows run, so each item is checked before any pass starts. */
-    if (shared) run_passes(ss[0]->st, ss, tokens, n, logits, all_logits, n_items);
-    else
-        for (int i = 0; i < n_items; i++)
-            run_passes(ss[i]->st, &ss[i], &tokens[i], &n[i], &logits[i], &all_logits[i], 1);
+    if (shared) return run_passes(ss[0]->st, ss, tokens, n, logits, all_logits, n_items, err);
+    for (int i = 0; i < n_items; i++)
+        if (run_passes(ss[i]->st, &ss[i], &tokens[i], &n[i], &logits[i], &all_logits[i], 1, err)) return -1;
     return 0;
 }

@@ -134,6 +134,11 @@ model *model_load(const char *path, int use_mmap, trit_err *err) {
         fail(err, "out of memory");
         goto bad;
     }
+    for (int il = 0; il < m->hp.n_layer; il++) { /* absent until bound */
+        weight *ws[LAYER_WEIGHTS];
+        layer_weights(&m->layers[il], ws);
+        for (int i = 0; i < LAYER_WEIGHTS; i++) ws[i]->id = -1;
+    }
     if (a->load(m, err)) goto bad;
     if (m->n_folded != m->rot.n_names) {
         for (int i = 0; i < m->rot.n_names; i++) {

@@ -65,6 +65,15 @@ typedef struct {
     weight ffn_down; /* n_ff -> n_embd */
 } layer;
 
+/* A layer's weight slots in a fixed order, bound or absent (id -1: a qwen35 layer has either
+ * attention's or Gated DeltaNet's). */
+#define LAYER_WEIGHTS 12
+static inline void layer_weights(layer *L, weight *ws[LAYER_WEIGHTS]) {
+    weight *all[LAYER_WEIGHTS] = {&L->wq,    &L->wk,   &L->wv,      &L->wo,       &L->qkv,    &L->gate,
+                                  &L->alpha, &L->beta, &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+    for (int i = 0; i < LAYER_WEIGHTS; i++) ws[i] = all[i];
+}
+
 typedef struct model model;
 
 struct model {

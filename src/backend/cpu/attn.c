@@ -1,5 +1,8 @@
 #include "backend/cpu/attn.h"
 
+#include "backend/cpu/ops.h"
+#include "base/util.h"
+
 #include <string.h>
 
 size_t kv_cache_bytes(const kv_cache *c) {
@@ -101,4 +104,22 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
 
 void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) {
     kv_attend_with(sp, kernels_get(), ith, nth, scratch);
+}
+
+/* As ggml's K-shift: each moved key row is read (f16 widened), rotated by -n_discard positions
+ * with the model's RoPE, and stored back (rounded to f16 again); values move unchanged. */
+void kv_shift(const kv_cache *c, const hparams *hp, int n_keep, int n_discard, int n_past, float *tmp) {
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, el = c->f16 ? 2 : 4, row = kvdim * el;
+    for (int l = 0; l < c->n_layer; l++)
+        for (int p = n_keep + n_discard; p < n_past; p++) {
+            size_t from = ((size_t)l * c->n_ctx + p) * kvdim, to = from - (size_t)n_discard * kvdim;
+            if (c->f16) {
+                const uint16_t *k = (const uint16_t *)c->k + from;
+                for (size_t i = 0; i < kvdim; i++) tmp[i] = f16_to_f32(k[i]);
+            } else memcpy(tmp, (const float *)c->k + from, row);
+            rope(tmp, c->n_head_kv, c->head_dim, hp->rope_dim, -n_discard, hp->rope_base, hp->rope);
+            if (c->f16) kernels_get()->attn.to_f16(tmp, (uint16_t *)c->k + to, kvdim);
+            else memcpy((float *)c->k + to, tmp, row);
+            memmove((char *)c->v + to * el, (const char *)c->v + from * el, row);
+        }
 }

@@ -10,10 +10,15 @@
 #include <stddef.h>
 
 #include "kernels/kernels.h" /* kv_cache, the sets' attention entries */
+#include "model/model.h"
 
 size_t kv_cache_bytes(const kv_cache *c);
 /* Writes one position's keys and values (n_head_kv * head_dim each) for layer il. */
 void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v);
+/* Context shift (llama.cpp's K-shift): positions [n_keep, n_keep + n_discard) of n_past leave
+ * every layer of the cache, the later rows move down and their keys are rotated back n_discard
+ * positions with hp's RoPE. tmp: n_head_kv * head_dim floats of scratch. */
+void kv_shift(const kv_cache *c, const hparams *hp, int n_keep, int n_discard, int n_past, float *tmp);
 /* ggml switches an f16 cache to its tiled kernel (f32 arithmetic) for batches this large. */
 #define KV_TILED_BATCH 64
 

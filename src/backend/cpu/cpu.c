@@ -39,8 +39,9 @@ static int cpu_can_share(const backend_state *work, const backend_state *st) {
     return w->base.b == s->base.b && s->n_ctx <= w->e.max_ctx && s->kv.f16 == w->kv.f16;
 }
 
-static void cpu_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
-                        float *x, float *const *out) {
+static int cpu_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
+                       float *x, float *const *out, trit_err *err) {
+    (void)err;
     exec *e = &((cpu_state *)work)->e;
     const model *m = e->m;
     const size_t bytes = (size_t)nb * m->hp.n_embd * sizeof(float);
@@ -49,6 +50,7 @@ static void cpu_forward(backend_state *work, const backend_row *rows, const int3
     if (m->arch_id == ARCH_QWEN35) qwen35_forward(e, tokens, nb, l0, l1, out);
     else llama_forward(e, tokens, nb, l0, l1, out);
     if (l1 < m->hp.n_layer) memcpy(x, e->x, bytes);
+    return 0;
 }
 
 const backend_ops backend_cpu = {

@@ -77,7 +77,7 @@ backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, t
 void cpu_state_free(backend_state *st);
 void cpu_state_reset(backend_state *st);
 int cpu_state_copy(backend_state *dst, const backend_state *src, int n_past, trit_err *err);
-void *cpu_state_recurrent(backend_state *st, size_t *bytes);
+int cpu_state_recurrent(backend_state *st, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
 int cpu_state_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx);
 void cpu_state_shift(backend_state *st, int n_keep, int n_discard, int n_past);
 

@@ -38,18 +38,16 @@ static void plan_free(plan *p) { free(p->all), free(p->slot), free(p->e), free(p
  * weight struct, packed on its own (every decode step reads it whole). */
 static int plan_make(const model *m, plan *p, trit_err *err) {
     memset(p, 0, sizeof *p);
-    enum { PER_LAYER = 12 }; /* the size of ws[] below: an extra entry there fails to compile */
-    const int cap = m->hp.n_layer * PER_LAYER + 1;
+    const int cap = m->hp.n_layer * LAYER_WEIGHTS + 1;
     p->all = calloc((size_t)cap, sizeof *p->all);
     p->slot = calloc((size_t)cap, sizeof *p->slot);
     p->e = calloc((size_t)cap, sizeof *p->e);
     p->src = calloc((size_t)cap, sizeof *p->src);
     if (!p->all || !p->slot || !p->e || !p->src) return plan_free(p), fail(err, "out of memory");
     for (int l = 0; l < m->hp.n_layer; l++) {
-        const layer *y = &m->layers[l];
-        const weight *ws[PER_LAYER] = {&y->wq,    &y->wk,   &y->wv,      &y->wo,       &y->qkv,    &y->gate,
-                                       &y->alpha, &y->beta, &y->ssm_out, &y->ffn_gate, &y->ffn_up, &y->ffn_down};
-        for (int i = 0; i < PER_LAYER; i++)
+        weight *ws[LAYER_WEIGHTS];
+        layer_weights(&m->layers[l], ws);
+        for (int i = 0; i < LAYER_WEIGHTS; i++)
             if (packable(ws[i])) p->all[p->n_all++] = ws[i];
     }
     if (packable(&m->output)) p->all[p->n_all++] = &m->output;

@@ -144,10 +144,9 @@ void cpu_state_observe(backend_state *st, void (*fn)(void *, int, const weight *
     s->e.observe = fn, s->e.observe_ctx = ctx;
 }
 
-void *cpu_state_recurrent(backend_state *st, size_t *bytes) {
+int cpu_state_recurrent(backend_state *st, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
     cpu_state *s = (cpu_state *)st;
-    *bytes = s->state_floats * sizeof(float);
-    return s->state_floats ? s->conv_state : NULL;
+    return s->state_floats ? fn(ctx, s->conv_state, s->state_floats * sizeof(float)) : 0;
 }
 
 int cpu_state_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
@@ -161,24 +160,7 @@ int cpu_state_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *
     return s->state_floats ? fn(ctx, s->conv_state, s->state_floats * sizeof(float)) : 0;
 }
 
-/* As ggml's K-shift: each moved key row is read (f16 widened), rotated by -n_discard positions
- * with the model's RoPE, and stored back (rounded to f16 again); values move unchanged. */
 void cpu_state_shift(backend_state *st, int n_keep, int n_discard, int n_past) {
     cpu_state *s = (cpu_state *)st;
-    const hparams *hp = &s->base.b->m->hp;
-    const kv_cache *c = &s->kv;
-    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, el = c->f16 ? 2 : 4, row = kvdim * el;
-    float *tmp = s->e.k; /* a pass's key rows: free between passes */
-    for (int l = 0; l < c->n_layer; l++)
-        for (int p = n_keep + n_discard; p < n_past; p++) {
-            size_t from = ((size_t)l * c->n_ctx + p) * kvdim, to = from - (size_t)n_discard * kvdim;
-            if (c->f16) {
-                const uint16_t *k = (const uint16_t *)c->k + from;
-                for (size_t i = 0; i < kvdim; i++) tmp[i] = f16_to_f32(k[i]);
-            } else memcpy(tmp, (const float *)c->k + from, row);
-            rope(tmp, c->n_head_kv, c->head_dim, hp->rope_dim, -n_discard, hp->rope_base, hp->rope);
-            if (c->f16) kernels_get()->attn.to_f16(tmp, (uint16_t *)c->k + to, kvdim);
-            else memcpy((float *)c->k + to, tmp, row);
-            memmove((char *)c->v + to * el, (const char *)c->v + from * el, row);
-        }
+    kv_shift(&s->kv, &s->base.b->m->hp, n_keep, n_discard, n_past, s->e.k); /* a pass's key rows: free between passes */
 }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *name; /* the file's name and its variant: "matvec_Q8_0" */
+    const char *name; /* the file's name and its variant: "matmul_Q8_0" */
     const uint32_t *code;
     size_t bytes;
 } vk_spirv;

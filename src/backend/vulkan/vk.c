@@ -19,7 +19,8 @@
 #define VK_INSTANCE_FNS(X) \
     X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
     X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) \
-    X(vkCreateDevice) X(vkGetDeviceProcAddr)
+    X(vkCreateDevice) X(vkGetDeviceProcAddr) X(vkEnumerateDeviceExtensionProperties) \
+    X(vkGetPhysicalDeviceFeatures2)
 #define VK_DEVICE_FNS(X) \
     X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) \
     X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) \
@@ -41,9 +42,10 @@ typedef struct {
     VK_DEVICE_FNS(VK_DECLARE)
 } vk_fns;
 
-#define MAX_PIPES 32
+#define MAX_PIPES 64
 #define MAX_SETS 16384 /* kernels in one run: one row of a 500-layer model, or several of smaller ones */
-#define PUSH_BYTES 32
+#define PUSH_BYTES 64
+#define BINDINGS 5 /* storage buffers a kernel may bind */
 
 typedef struct {
     const char *name;
@@ -70,8 +72,13 @@ struct vk_ctx {
     int n_pipes;
     int recording, n_sets; /* between vk_begin and vk_run: the kernels recorded */
     int run_limit; /* kernels a run may hold: MAX_SETS, or fewer (TRIT_VK_RUN_KERNELS) */
+    int int_dot; /* the device's integer dot product is enabled (and in use: vk_use_int_dot) */
+    int has_int_dot;
     int failed; /* a kernel could not be recorded: why, for vk_run */
     char why[512];
+    uint64_t budget, used; /* bytes the buffers may take (the heap, or TRIT_VK_MEMORY), and take */
+    long lose_after; /* TRIT_VK_LOSE_AFTER: the device is lost after that many runs (-1: never) */
+    int lost;
 };
 
 struct vk_buf {
@@ -80,7 +87,10 @@ struct vk_buf {
     VkDeviceMemory mem;
     void *map;
     size_t bytes;
+    uint64_t alloc; /* bytes of device memory it holds */
 };
+
+#define MIB 1048576.0
 
 static int vk_fail(trit_err *err, const char *what, VkResult r) { return fail(err, "vulkan: %s failed (%d)", what, r); }
 
@@ -117,6 +127,58 @@ static int env_index(void) {
     return e && *e >= '0' && *e <= '9' ? atoi(e) : 0;
 }
 
+/* The first memory type among `bits` that buffers take: device memory the host maps (resizable
+ * BAR, unified memory) when there is some, else host memory the device reads across the bus;
+ * UINT32_MAX when none. */
+static uint32_t memory_type(const vk_ctx *c, uint32_t bits) {
+    const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                wants[2] = {host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < c->mem.memoryTypeCount; i++)
+            if ((bits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & wants[k]) == wants[k]) return i;
+    return UINT32_MAX;
+}
+
+/* A positive whole number from the environment variable name, 0 when it is not set, -1 with err
+ * when it is something else. */
+static long long env_count(const char *name, trit_err *err) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    return *end || n <= 0 ? fail(err, "vulkan: %s=%s is not a positive whole number", name, v) : n;
+}
+
+/* The bytes buffers may take: the heap of the memory they come from (buffers_type's order), less
+ * when TRIT_VK_MEMORY (MiB) says so: a smaller device, and how tests run out of memory. */
+static int memory_budget(vk_ctx *c, trit_err *err) {
+    const uint32_t type = memory_type(c, UINT32_MAX);
+    c->budget = type < c->mem.memoryTypeCount ? c->mem.memoryHeaps[c->mem.memoryTypes[type].heapIndex].size : 0;
+    const long long mib = env_count("TRIT_VK_MEMORY", err), lose = env_count("TRIT_VK_LOSE_AFTER", err);
+    if (mib < 0 || lose < 0) return -1;
+    if (mib && (uint64_t)mib << 20 < c->budget) c->budget = (uint64_t)mib << 20;
+    c->lose_after = getenv("TRIT_VK_LOSE_AFTER") ? (long)lose : -1;
+    return 0;
+}
+
+/* Whether the device has VK_KHR_shader_integer_dot_product with its feature on. */
+static int probe_int_dot(vk_ctx *c) {
+    uint32_t n = 0;
+    if (c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, NULL) || !n) return 0;
+    VkExtensionProperties *ext = calloc(n, sizeof *ext);
+    int found = 0;
+    if (ext && !c->f.vkEnumerateDeviceExtensionProperties(c->phys, NULL, &n, ext))
+        for (uint32_t i = 0; i < n; i++)
+            found |= !strcmp(ext[i].extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    free(ext);
+    if (!found) return 0;
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &dot};
+    c->f.vkGetPhysicalDeviceFeatures2(c->phys, &f2);
+    return dot.shaderIntegerDotProduct == VK_TRUE;
+}
+
 static int open_device(vk_ctx *c, trit_err *err) {
     uint32_t nq = 0;
     c->f.vkGetPhysicalDeviceQueueFamilyProperties(c->phys, &nq, NULL);
@@ -132,8 +194,17 @@ static int open_device(vk_ctx *c, trit_err *err) {
                                    .queueFamilyIndex = c->family,
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
-    VkDeviceCreateInfo dci = {
-        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    c->has_int_dot = probe_int_dot(c);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .shaderIntegerDotProduct = VK_TRUE};
+    const char *ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = c->has_int_dot ? &dot : NULL,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = c->has_int_dot ? 1 : 0,
+                              .ppEnabledExtensionNames = c->has_int_dot ? &ext : NULL};
     VkResult r = c->f.vkCreateDevice(c->phys, &dci, NULL, &c->dev);
     if (r != VK_SUCCESS) return vk_fail(err, "vkCreateDevice", r);
 #define VK_LOAD_DEVICE(fn) \
@@ -141,27 +212,30 @@ static int open_device(vk_ctx *c, trit_err *err) {
     VK_DEVICE_FNS(VK_LOAD_DEVICE)
     c->f.vkGetDeviceQueue(c->dev, c->family, 0, &c->queue);
     c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->mem);
+    if (memory_budget(c, err)) return -1;
+    const char *no = getenv("TRIT_VK_NO_INT_DOT"); /* the plain path on any device: a knob, and how CI runs both */
+    c->int_dot = c->has_int_dot && !(no && *no && strcmp(no, "0"));
     return 0;
 }
 
-/* What every kernel shares: a layout of three storage buffers and 32 bytes of push constants, a
- * descriptor pool, one command buffer and its fence. */
+/* What every kernel shares: a layout of BINDINGS storage buffers and PUSH_BYTES of push
+ * constants, a descriptor pool, one command buffer and its fence. */
 static int open_shared(vk_ctx *c, trit_err *err) {
-    VkDescriptorSetLayoutBinding b[3];
-    for (int i = 0; i < 3; i++)
+    VkDescriptorSetLayoutBinding b[BINDINGS];
+    for (int i = 0; i < BINDINGS; i++)
         b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
                                               .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                               .descriptorCount = 1,
                                               .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dl = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3, .pBindings = b};
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = BINDINGS, .pBindings = b};
     VkPushConstantRange pc = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = PUSH_BYTES};
     VkPipelineLayoutCreateInfo pl = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                      .setLayoutCount = 1,
                                      .pSetLayouts = &c->dsl,
                                      .pushConstantRangeCount = 1,
                                      .pPushConstantRanges = &pc};
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3 * MAX_SETS};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = BINDINGS * MAX_SETS};
     VkDescriptorPoolCreateInfo dp = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                      .maxSets = MAX_SETS,
                                      .poolSizeCount = 1,
@@ -227,6 +301,12 @@ void vk_close(vk_ctx *c) {
 
 const char *vk_device_name(const vk_ctx *c) { return c->name; }
 
+int vk_has_int_dot(const vk_ctx *c) { return c->has_int_dot; }
+int vk_use_int_dot(vk_ctx *c, int on) {
+    c->int_dot = on && c->has_int_dot;
+    return c->int_dot;
+}
+
 int vk_list_devices(char *buf, size_t n, trit_err *err) {
     vk_ctx c = {0};
     VkPhysicalDevice *devs = NULL;
@@ -260,20 +340,20 @@ vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err) {
     if (r) return vk_fail(err, "vkCreateBuffer", r), vk_buf_free(b), NULL;
     VkMemoryRequirements req;
     c->f.vkGetBufferMemoryRequirements(c->dev, b->buf, &req);
-    /* device memory the host maps (resizable BAR, unified memory) when there is some, else host
-     * memory the device reads across the bus */
-    const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                wants[2] = {host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host};
-    uint32_t type = UINT32_MAX;
-    for (int k = 0; k < 2 && type == UINT32_MAX; k++)
-        for (uint32_t i = 0; i < c->mem.memoryTypeCount && type == UINT32_MAX; i++)
-            if ((req.memoryTypeBits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & wants[k]) == wants[k]) type = i;
+    const uint32_t type = memory_type(c, req.memoryTypeBits);
     if (type == UINT32_MAX)
         return fail(err, "vulkan: %s has no host-visible memory for buffers", c->name), vk_buf_free(b), NULL;
+    if (req.size > c->budget - c->used)
+        return fail(err, "vulkan: out of device memory: %.1f MiB more, with %.1f of %.1f MiB in use", req.size / MIB,
+                    c->used / MIB, c->budget / MIB),
+               vk_buf_free(b), NULL;
     VkMemoryAllocateInfo ai = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
     if ((r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem)))
-        return fail(err, "vulkan: out of device memory for %zu bytes (%d)", bytes, r), vk_buf_free(b), NULL;
+        return fail(err, "vulkan: out of device memory: the driver refused %.1f MiB more, with %.1f in use (%d)",
+                    req.size / MIB, c->used / MIB, r),
+               vk_buf_free(b), NULL;
+    b->alloc = req.size, c->used += req.size;
     if ((r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0)) ||
         (r = c->f.vkMapMemory(c->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)))
         return vk_fail(err, "mapping a buffer", r), vk_buf_free(b), NULL;
@@ -284,10 +364,15 @@ void vk_buf_free(vk_buf *b) {
     if (!b) return;
     if (b->buf) b->c->f.vkDestroyBuffer(b->c->dev, b->buf, NULL);
     if (b->mem) b->c->f.vkFreeMemory(b->c->dev, b->mem, NULL); /* unmaps it */
+    b->c->used -= b->alloc;
     free(b);
 }
 
 void *vk_buf_map(vk_buf *b) { return b->map; }
+uint64_t vk_memory(const vk_ctx *c, uint64_t *used) {
+    if (used) *used = c->used;
+    return c->budget;
+}
 size_t vk_buf_size(const vk_buf *b) { return b->bytes; }
 
 /* ---- pipelines and dispatch ---- */
@@ -299,10 +384,10 @@ static const vk_spirv *shader(const char *name) {
     return NULL;
 }
 
-/* A weight type's matrix-vector shader: matvec.comp built for it (the Makefile's VK_MATVEC). */
-static int matvec_name(uint32_t type, char *name, size_t n) {
+/* A weight type's matrix shader: matmul.comp built for it (the Makefile's VK_MATMUL). */
+static int matmul_name(uint32_t type, char *name, size_t n) {
     const type_traits *tt = type_get(type);
-    return tt && snprintf(name, n, "matvec_%s", tt->name) < (int)n;
+    return tt && snprintf(name, n, "matmul_%s", tt->name) < (int)n;
 }
 
 static VkPipeline pipeline(vk_ctx *c, const char *name, trit_err *err) {
@@ -346,13 +431,16 @@ static int finish(vk_ctx *c, trit_err *err) {
     c->recording = 0;
     VkResult r = c->f.vkEndCommandBuffer(c->cmd);
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
+    if (!r && c->lose_after >= 0 && c->lose_after-- == 0) c->lost = 1; /* simulated */
+    if (!r && c->lost) r = VK_ERROR_DEVICE_LOST;
     if (!r) r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence);
     if (!r) {
         r = c->f.vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
         c->f.vkResetFences(c->dev, 1, &c->fence);
     }
     c->f.vkResetDescriptorPool(c->dev, c->pool, 0);
-    if (r == VK_ERROR_DEVICE_LOST) return fail(err, "vulkan: the device %s was lost", c->name);
+    if (r == VK_ERROR_DEVICE_LOST) c->lost = 1; /* for good: nothing runs on it again */
+    if (c->lost) return fail(err, "vulkan: the device %s was lost", c->name);
     return r ? vk_fail(err, "running the kernels", r) : 0;
 }
 
@@ -370,11 +458,13 @@ int vk_run(vk_ctx *c, trit_err *err) {
 }
 
 /* Records shader `name` over groups workgroups (spread over x and y: at most 65535 a
- * dimension) with buffers bound 0, 1, 2 (NULL: bufs[0] again) and push constants pc, after a
- * barrier on everything recorded before it. Outside vk_begin/vk_run it runs at once. A failure
- * while recording is kept for vk_run to report. */
-static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], const void *pc, size_t pc_bytes,
-                    uint32_t groups, trit_err *err) {
+ * dimension) with buffers bound 0 .. BINDINGS - 1 (NULL or past the list: bufs[0] again) and push
+ * constants pc, after a barrier on everything recorded before it. Outside vk_begin/vk_run it runs
+ * at once. A failure while recording is kept for vk_run to report. */
+#define dispatch(c, name, bufs, pc, pc_bytes, groups, err) \
+    dispatch_n(c, name, bufs, sizeof bufs / sizeof *bufs, pc, pc_bytes, groups, err)
+static int dispatch_n(vk_ctx *c, const char *name, const vk_buf *const *bufs, size_t n_bufs, const void *pc,
+                      size_t pc_bytes, uint32_t groups, trit_err *err) {
     const int alone = !c->recording;
     if (alone && start(c, err)) return -1;
     VkPipeline p = pipeline(c, name, err);
@@ -391,10 +481,11 @@ static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], co
         c->failed = 1;
         return -1;
     }
-    VkDescriptorBufferInfo bi[3];
-    VkWriteDescriptorSet wr[3];
-    for (int i = 0; i < 3; i++) {
-        bi[i] = (VkDescriptorBufferInfo){.buffer = (bufs[i] ? bufs[i] : bufs[0])->buf, .range = VK_WHOLE_SIZE};
+    VkDescriptorBufferInfo bi[BINDINGS];
+    VkWriteDescriptorSet wr[BINDINGS];
+    for (int i = 0; i < BINDINGS; i++) {
+        const vk_buf *b = (size_t)i < n_bufs && bufs[i] ? bufs[i] : bufs[0];
+        bi[i] = (VkDescriptorBufferInfo){.buffer = b->buf, .range = VK_WHOLE_SIZE};
         wr[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                        .dstSet = set,
                                        .dstBinding = (uint32_t)i,
@@ -402,7 +493,7 @@ static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], co
                                        .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                        .pBufferInfo = &bi[i]};
     }
-    c->f.vkUpdateDescriptorSets(c->dev, 3, wr, 0, NULL);
+    c->f.vkUpdateDescriptorSets(c->dev, BINDINGS, wr, 0, NULL);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
@@ -419,31 +510,89 @@ static int dispatch(vk_ctx *c, const char *name, const vk_buf *const bufs[3], co
 
 /* ---- kernels ---- */
 
-int vk_matvec_supported(uint32_t type) {
-    char name[32];
-    return matvec_name(type, name, sizeof name) && shader(name);
+/* A matrix kernel's push constants and workgroups: tpr threads a row, the power of two at or
+ * above the row's blocks (at most the workgroup's 64), and 64 / tpr rows a workgroup. */
+static uint32_t matmul_shape(const type_traits *tt, int rows, int cols, uint32_t rb, int n, uint32_t pc[5]) {
+    uint32_t tpr = 1;
+    while (tpr < 64 && tpr < (uint32_t)(cols / tt->blck)) tpr *= 2;
+    pc[0] = (uint32_t)rows, pc[1] = (uint32_t)cols, pc[2] = rb, pc[3] = (uint32_t)n, pc[4] = tpr;
+    return (uint32_t)(((uint64_t)rows * tpr + 63) / 64);
 }
 
-int vk_matvec(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, vk_buf *y,
+int vk_matmul_supported(uint32_t type) {
+    char name[32];
+    return matmul_name(type, name, sizeof name) && shader(name);
+}
+
+int vk_matmul(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, int n, vk_buf *y,
               trit_err *err) {
     const type_traits *tt = type_get(type);
-    if (!tt || !vk_matvec_supported(type)) return fail(err, "vulkan: no matrix-vector kernel for %s", type_name(type));
+    if (!tt || !vk_matmul_supported(type)) return fail(err, "vulkan: no matrix kernel for %s", type_name(type));
     const uint64_t rb = type_row_bytes(type, cols);
-    if (rows <= 0 || !rb || rb > UINT32_MAX / (uint64_t)rows)
+    if (rows <= 0 || n <= 0 || !rb || rb > UINT32_MAX / (uint64_t)rows ||
+        (uint64_t)n * (uint64_t)(cols > rows ? cols : rows) > UINT32_MAX)
         return fail(err, "vulkan: a %d x %d %s matrix is out of range", rows, cols, tt->name);
-    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)cols * 4 || vk_buf_size(y) < (size_t)rows * 4)
-        return fail(err, "vulkan: a matvec buffer is too small");
+    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)n * (size_t)cols * 4 ||
+        vk_buf_size(y) < (size_t)n * (size_t)rows * 4)
+        return fail(err, "vulkan: a matrix kernel's buffer is too small");
     char name[32];
-    matvec_name(type, name, sizeof name);
-    const uint32_t pc[4] = {(uint32_t)rows, (uint32_t)cols, (uint32_t)rb, 0};
+    matmul_name(type, name, sizeof name);
+    uint32_t pc[5];
+    const uint32_t groups = matmul_shape(tt, rows, cols, (uint32_t)rb, n, pc);
     const vk_buf *bufs[3] = {w, x, y};
-    return dispatch(c, name, bufs, pc, sizeof pc, (uint32_t)rows, err);
+    return dispatch(c, name, bufs, pc, sizeof pc, groups, err);
+}
+
+uint32_t vk_act_type(uint32_t type, int cols) {
+    const type_traits *tt = type_get(type);
+    char name[40];
+    if (!tt || !vk_matmul_supported(type) ||
+        snprintf(name, sizeof name, "matmul_q8_%s", tt->name) >= (int)sizeof name || !shader(name))
+        return TYPE_F32;
+    const uint32_t at = (uint32_t)tt->vec_dot_type;
+    return (at == TYPE_Q8_0 || at == TYPE_Q8_K) && cols > 0 && cols % type_get(at)->blck == 0 ? at : TYPE_F32;
+}
+
+size_t vk_act_words(uint32_t act_type, int cols) {
+    return (size_t)cols / 4 + (size_t)cols / (act_type == TYPE_Q8_0 ? 32 : 256);
+}
+
+int vk_quant_act(vk_ctx *c, uint32_t act_type, const vk_buf *x, int rows, int cols, vk_buf *xq, trit_err *err) {
+    const int qa = act_type == TYPE_Q8_0 ? 32 : act_type == TYPE_Q8_K ? 256 : 0;
+    if (!qa || rows <= 0 || cols <= 0 || cols % qa || vk_buf_size(x) < (size_t)rows * (size_t)cols * 4 ||
+        vk_buf_size(xq) < (size_t)rows * vk_act_words(act_type, cols) * 4 ||
+        (uint64_t)rows * (uint64_t)cols > UINT32_MAX)
+        return fail(err, "vulkan: quantizing %d x %d inputs to %s: out of range", rows, cols, type_name(act_type));
+    const uint32_t pc[2] = {(uint32_t)rows, (uint32_t)cols};
+    const vk_buf *bufs[2] = {x, xq};
+    return dispatch(c, act_type == TYPE_Q8_0 ? "quant_act_Q8_0" : "quant_act_Q8_K", bufs, pc, sizeof pc,
+                    (uint32_t)(((size_t)rows * (size_t)(cols / qa) + 63) / 64), err);
+}
+
+int vk_matmul_q8(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *xq, int n, vk_buf *y,
+                 trit_err *err) {
+    const type_traits *tt = type_get(type);
+    const uint32_t at = vk_act_type(type, cols);
+    if (!tt || at == TYPE_F32)
+        return fail(err, "vulkan: no int8 matrix kernel for %s rows of %d", type_name(type), cols);
+    const uint64_t rb = type_row_bytes(type, cols);
+    if (rows <= 0 || n <= 0 || rb > UINT32_MAX / (uint64_t)rows || (uint64_t)n * (uint64_t)rows > UINT32_MAX)
+        return fail(err, "vulkan: a %d x %d %s matrix is out of range", rows, cols, tt->name);
+    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(xq) < (size_t)n * vk_act_words(at, cols) * 4 ||
+        vk_buf_size(y) < (size_t)n * (size_t)rows * 4)
+        return fail(err, "vulkan: a matrix kernel's buffer is too small");
+    char name[40];
+    snprintf(name, sizeof name, "matmul_q8%s_%s", c->int_dot ? "dot" : "", tt->name);
+    uint32_t pc[5];
+    const uint32_t groups = matmul_shape(tt, rows, cols, (uint32_t)rb, n, pc);
+    const vk_buf *bufs[3] = {w, xq, y};
+    return dispatch(c, name, bufs, pc, sizeof pc, groups, err);
 }
 
 /* The number of 64-wide workgroups that cover n. */
 static uint32_t groups64(size_t n) { return (uint32_t)((n + 63) / 64); }
 
-static int f32s(const vk_buf *b, size_t n) { return b && vk_buf_size(b) >= n * sizeof(float); }
+static int f32s(const vk_buf *b, size_t n) { return b && vk_buf_size(b) >= n * sizeof(float) && n <= UINT32_MAX; }
 
 int vk_rmsnorm(vk_ctx *c, const vk_buf *x, const vk_buf *w, vk_buf *y, int rows, int n, float eps, trit_err *err) {
     const size_t all = (size_t)rows * (size_t)n;
@@ -458,16 +607,16 @@ int vk_rmsnorm(vk_ctx *c, const vk_buf *x, const vk_buf *w, vk_buf *y, int rows,
 }
 
 int vk_swiglu(vk_ctx *c, vk_buf *g, const vk_buf *u, size_t n, trit_err *err) {
-    if (!f32s(g, n) || !f32s(u, n) || n > UINT32_MAX) return fail(err, "vulkan: swiglu: a buffer is too small");
+    if (!f32s(g, n) || !f32s(u, n)) return fail(err, "vulkan: swiglu: a buffer is too small");
     const uint32_t pc = (uint32_t)n;
-    const vk_buf *bufs[3] = {g, u, NULL};
+    const vk_buf *bufs[2] = {g, u};
     return dispatch(c, "swiglu", bufs, &pc, sizeof pc, groups64(n), err);
 }
 
 int vk_add(vk_ctx *c, vk_buf *y, const vk_buf *x, size_t n, trit_err *err) {
-    if (!f32s(y, n) || !f32s(x, n) || n > UINT32_MAX) return fail(err, "vulkan: add: a buffer is too small");
+    if (!f32s(y, n) || !f32s(x, n)) return fail(err, "vulkan: add: a buffer is too small");
     const uint32_t pc = (uint32_t)n;
-    const vk_buf *bufs[3] = {y, x, NULL};
+    const vk_buf *bufs[2] = {y, x};
     return dispatch(c, "add", bufs, &pc, sizeof pc, groups64(n), err);
 }
 
@@ -482,34 +631,37 @@ int vk_rope(vk_ctx *c, vk_buf *x, size_t offset, int n_heads, int head_dim, int 
         uint32_t neox, offset;
     } pc = {(uint32_t)n_heads, (uint32_t)head_dim, (uint32_t)n_rot, (uint32_t)pos, powf(base, -2.0f / (float)n_rot),
             neox != 0,         (uint32_t)offset};
-    const vk_buf *bufs[3] = {x, NULL, NULL};
+    const vk_buf *bufs[1] = {x};
     return dispatch(c, "rope", bufs, &pc, sizeof pc, groups64((size_t)n_heads * (size_t)(n_rot / 2)), err);
 }
 
-int vk_kv_store(vk_ctx *c, const vk_buf *src, vk_buf *cache, size_t offset, size_t n, trit_err *err) {
-    if (n % 2 || offset % 2 || !f32s(src, n) || vk_buf_size(cache) < (offset + n) * 2 || offset + n > UINT32_MAX)
+int vk_kv_store(vk_ctx *c, const vk_buf *src, size_t src_off, vk_buf *cache, size_t offset, size_t n, trit_err *err) {
+    if (n % 2 || offset % 2 || !f32s(src, src_off + n) || vk_buf_size(cache) < (offset + n) * 2 ||
+        offset + n > UINT32_MAX)
         return fail(err, "vulkan: kv store of %zu halves at %zu: out of range", n, offset);
-    const uint32_t pc[2] = {(uint32_t)n, (uint32_t)offset};
-    const vk_buf *bufs[3] = {src, cache, NULL};
+    const uint32_t pc[3] = {(uint32_t)n, (uint32_t)offset, (uint32_t)src_off};
+    const vk_buf *bufs[2] = {src, cache};
     return dispatch(c, "kv_store", bufs, pc, sizeof pc, groups64(n / 2), err);
 }
 
-int vk_attention(vk_ctx *c, const vk_buf *q, const vk_buf *k, const vk_buf *v, size_t base, int n_keys, int n_head,
-                 int n_head_kv, int head_dim, vk_buf *scores, vk_buf *out, trit_err *err) {
+int vk_attention(vk_ctx *c, const vk_buf *q, size_t qoff, const vk_buf *k, const vk_buf *v, size_t base, int n_keys,
+                 int n_head, int n_head_kv, int head_dim, int f16, vk_buf *scores, vk_buf *out, trit_err *err) {
     const size_t stride = (size_t)n_head_kv * (size_t)head_dim, qdim = (size_t)n_head * (size_t)head_dim;
     const size_t halves = base + (size_t)n_keys * stride;
     if (n_keys <= 0 || n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv || head_dim <= 0 || head_dim % 2 ||
         base % 2 || halves > UINT32_MAX || vk_buf_size(k) < halves * 2 || vk_buf_size(v) < halves * 2 ||
-        !f32s(q, qdim) || !f32s(out, qdim) || !f32s(scores, (size_t)n_head * (size_t)n_keys))
+        !f32s(q, qoff + qdim) || !f32s(out, qoff + qdim) || !f32s(scores, (size_t)n_head * (size_t)n_keys))
         return fail(err, "vulkan: attention of %d heads over %d keys: out of range", n_head, n_keys);
     struct {
-        uint32_t n_keys, n_head, n_head_kv, head_dim, base, stride;
+        uint32_t n_keys, n_head, n_head_kv, head_dim, base, stride, qoff;
         float scale;
-    } pc = {(uint32_t)n_keys, (uint32_t)n_head, (uint32_t)n_head_kv,          (uint32_t)head_dim,
-            (uint32_t)base,   (uint32_t)stride, 1.0f / sqrtf((float)head_dim)};
+        uint32_t f16;
+    } pc = {(uint32_t)n_keys, (uint32_t)n_head, (uint32_t)n_head_kv, (uint32_t)head_dim,
+            (uint32_t)base,   (uint32_t)stride, (uint32_t)qoff,      1.0f / sqrtf((float)head_dim),
+            f16 != 0};
     const vk_buf *sb[3] = {q, k, scores}, *ob[3] = {scores, v, out};
     if (dispatch(c, "attn_scores", sb, &pc, sizeof pc, groups64((size_t)n_head * (size_t)n_keys), err)) return -1;
-    return dispatch(c, "attn_out", ob, &pc, sizeof pc - sizeof(float), (uint32_t)n_head, err);
+    return dispatch(c, "attn_out", ob, &pc, sizeof pc, (uint32_t)n_head, err);
 }
 
 int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *err) {
@@ -517,14 +669,95 @@ int vk_read(vk_ctx *c, const vk_buf *a, vk_buf *out, int invocations, trit_err *
     if (invocations <= 0 || vk_buf_size(out) < (size_t)invocations * 4 || words > UINT32_MAX || !words)
         return fail(err, "vulkan: read of %zu bytes by %d invocations: out of range", vk_buf_size(a), invocations);
     const uint32_t pc[2] = {(uint32_t)words, (uint32_t)invocations};
-    const vk_buf *bufs[3] = {a, out, NULL};
+    const vk_buf *bufs[2] = {a, out};
     return dispatch(c, "read", bufs, pc, sizeof pc, groups64((size_t)invocations), err);
 }
 
-int vk_copy(vk_ctx *c, const vk_buf *src, size_t src_off, vk_buf *dst, size_t dst_off, size_t n, trit_err *err) {
-    if (!f32s(src, src_off + n) || !f32s(dst, dst_off + n) || src_off + n > UINT32_MAX || dst_off + n > UINT32_MAX)
-        return fail(err, "vulkan: copy of %zu floats: out of range", n);
-    const uint32_t pc[3] = {(uint32_t)n, (uint32_t)src_off, (uint32_t)dst_off};
-    const vk_buf *bufs[3] = {src, dst, NULL};
-    return dispatch(c, "copy", bufs, pc, sizeof pc, groups64(n), err);
+int vk_copy_blocks(vk_ctx *c, const vk_buf *src, size_t src_off, size_t src_stride, vk_buf *dst, size_t dst_off,
+                   size_t dst_stride, size_t len, size_t count, trit_err *err) {
+    const size_t sl = count ? src_off + (count - 1) * src_stride + len : 0,
+                 dl = count ? dst_off + (count - 1) * dst_stride + len : 0;
+    if (!len || !count || !f32s(src, sl) || !f32s(dst, dl) || len * count > UINT32_MAX)
+        return fail(err, "vulkan: copy of %zu blocks of %zu floats: out of range", count, len);
+    const uint32_t pc[6] = {(uint32_t)len,        (uint32_t)count,   (uint32_t)src_off,
+                            (uint32_t)src_stride, (uint32_t)dst_off, (uint32_t)dst_stride};
+    const vk_buf *bufs[2] = {src, dst};
+    return dispatch(c, "copy", bufs, pc, sizeof pc, groups64(len * count), err);
+}
+
+int vk_gate(vk_ctx *c, vk_buf *y, const vk_buf *g, size_t n, size_t len, size_t stride, size_t off, trit_err *err) {
+    if (!n || !len || n % len || !f32s(y, n) || !f32s(g, (n / len - 1) * stride + off + len))
+        return fail(err, "vulkan: gate of %zu floats: out of range", n);
+    const uint32_t pc[4] = {(uint32_t)n, (uint32_t)len, (uint32_t)stride, (uint32_t)off};
+    const vk_buf *bufs[2] = {y, g};
+    return dispatch(c, "gate", bufs, pc, sizeof pc, groups64(n), err);
+}
+
+int vk_hadamard(vk_ctx *c, const vk_buf *src, const vk_buf *signs, size_t signs_off, vk_buf *dst, int rows, int width,
+                int block, int inverse, trit_err *err) {
+    const size_t all = (size_t)rows * (size_t)width;
+    if (rows <= 0 || block < 2 || block > VK_HADAMARD_MAX || (block & (block - 1)) || width % block ||
+        !f32s(src, all) || !f32s(dst, all) || (signs && !f32s(signs, signs_off + (size_t)width)))
+        return fail(err, "vulkan: Hadamard transform of %d x %d in blocks of %d: out of range", rows, width, block);
+    struct {
+        uint32_t rows, width, block, has_signs, signs_off, inverse;
+        float scale;
+    } pc = {(uint32_t)rows,      (uint32_t)width, (uint32_t)block,           signs != NULL,
+            (uint32_t)signs_off, inverse != 0,    1.0f / sqrtf((float)block)};
+    const vk_buf *bufs[3] = {src, signs ? signs : src, dst};
+    return dispatch(c, "hadamard", bufs, &pc, sizeof pc, (uint32_t)(all / (size_t)block), err);
+}
+
+int vk_conv(vk_ctx *c, vk_buf *x, int row0, int run, int stride, vk_buf *state, size_t state_off, const vk_buf *w,
+            int channels, int K, trit_err *err) {
+    if (row0 < 0 || run <= 0 || channels <= 0 || channels > stride || K < 1 ||
+        !f32s(x, (size_t)(row0 + run) * (size_t)stride) || !f32s(w, (size_t)channels * (size_t)K) ||
+        !f32s(state, state_off + (size_t)channels * (size_t)(K - 1)))
+        return fail(err, "vulkan: convolution of %d channels over %d rows: out of range", channels, run);
+    const uint32_t pc[6] = {(uint32_t)channels, (uint32_t)K,      (uint32_t)row0,
+                            (uint32_t)run,      (uint32_t)stride, (uint32_t)state_off};
+    const vk_buf *bufs[3] = {x, state, w};
+    return dispatch(c, "conv", bufs, pc, sizeof pc, groups64((size_t)channels), err);
+}
+
+int vk_l2norm(vk_ctx *c, vk_buf *x, int rows, int d, int per_row, int stride, int n_scaled, float scale, float eps,
+              trit_err *err) {
+    if (rows <= 0 || d <= 0 || per_row <= 0 || (size_t)per_row * (size_t)d > (size_t)stride ||
+        !f32s(x, (size_t)rows * (size_t)stride))
+        return fail(err, "vulkan: l2 norm of %d x %d heads: out of range", rows, per_row);
+    struct {
+        uint32_t groups, d, per_row, stride, n_scaled;
+        float scale, eps;
+    } pc = {
+        (uint32_t)(rows * per_row), (uint32_t)d, (uint32_t)per_row, (uint32_t)stride, (uint32_t)n_scaled, scale, eps};
+    const vk_buf *bufs[1] = {x};
+    return dispatch(c, "l2norm", bufs, &pc, sizeof pc, pc.groups, err);
+}
+
+int vk_delta(vk_ctx *c, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, vk_buf *state, size_t state_off,
+             vk_buf *out, int row0, int run, int nb, int d, int n_k, int n_v, trit_err *err) {
+    const size_t conv_dim = (size_t)(2 * n_k + n_v) * (size_t)d;
+    if (row0 < 0 || run <= 0 || row0 + run > nb || d <= 0 || n_k <= 0 || n_v <= 0 || !f32s(xc, (size_t)nb * conv_dim) ||
+        !f32s(ab, 2 * (size_t)nb * (size_t)n_v) || !f32s(par, 2 * (size_t)n_v) ||
+        !f32s(state, state_off + (size_t)n_v * (size_t)d * (size_t)d) ||
+        !f32s(out, (size_t)nb * (size_t)n_v * (size_t)d))
+        return fail(err, "vulkan: delta rule of %d heads over %d rows: out of range", n_v, run);
+    const uint32_t pc[8] = {(uint32_t)row0, (uint32_t)run, (uint32_t)nb,       (uint32_t)d,
+                            (uint32_t)n_k,  (uint32_t)n_v, (uint32_t)conv_dim, (uint32_t)state_off};
+    const vk_buf *bufs[5] = {xc, ab, par, state, out};
+    return dispatch(c, "delta", bufs, pc, sizeof pc, (uint32_t)n_v, err);
+}
+
+int vk_gdn_norm(vk_ctx *c, const vk_buf *o, const vk_buf *w, const vk_buf *z, vk_buf *dst, int rows, int d, int n_v,
+                int n_k, int grouped, float eps, trit_err *err) {
+    const size_t all = (size_t)rows * (size_t)n_v * (size_t)d;
+    if (rows <= 0 || d <= 0 || n_k <= 0 || n_v % n_k || !f32s(o, all) || !f32s(z, all) || !f32s(dst, all) ||
+        !f32s(w, (size_t)d))
+        return fail(err, "vulkan: gated norm of %d x %d heads: out of range", rows, n_v);
+    struct {
+        uint32_t groups, d, n_v, n_k, grouped;
+        float eps;
+    } pc = {(uint32_t)(rows * n_v), (uint32_t)d, (uint32_t)n_v, (uint32_t)n_k, grouped != 0, eps};
+    const vk_buf *bufs[4] = {o, w, z, dst};
+    return dispatch(c, "gdn_norm", bufs, &pc, sizeof pc, pc.groups, err);
 }
