@@ -308,6 +308,140 @@ static void test_attention(void) {
     vk_close(c);
 }
 
+/* Gated DeltaNet's other kernels against their definitions in double: the causal convolution
+ * (two runs, the state carried across them, then SiLU), the L2 norm of the query and key heads
+ * (one head all zero: eps keeps it finite) with the queries scaled, and the gated RMS norm, in
+ * place order and grouped (head r n_k + k to k (n_v / n_k) + r). */
+static void test_gdn_kernels(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    enum { CH = 70, K = 4, NB = 9, STRIDE = 75, OFF = 3 };
+    trit_err e;
+    vk_buf *x = floats(c, NULL, (size_t)NB * STRIDE), *st = floats(c, NULL, OFF + CH * (K - 1)),
+           *w = floats(c, NULL, CH * K);
+    REQUIRE(x && st && w);
+    float *xs = vk_buf_map(x), *ss = vk_buf_map(st);
+    const float *ws = vk_buf_map(w);
+    double want[NB][CH], hist[CH][K - 1];
+    for (int ch = 0; ch < CH; ch++)
+        for (int i = 0; i < K - 1; i++) hist[ch][i] = ss[OFF + ch * (K - 1) + i];
+    for (int r = 0; r < NB; r++)
+        for (int ch = 0; ch < CH; ch++) {
+            double acc = ws[ch * K + K - 1] * (double)xs[r * STRIDE + ch];
+            for (int i = 0; i < K - 1; i++) acc += ws[ch * K + i] * hist[ch][i];
+            for (int i = 0; i + 1 < K - 1; i++) hist[ch][i] = hist[ch][i + 1];
+            hist[ch][K - 2] = xs[r * STRIDE + ch];
+            want[r][ch] = acc / (1 + exp(-acc));
+        }
+    CHECK(vk_conv(c, x, 0, 4, STRIDE, st, OFF, w, CH, K, &e) == 0 &&
+          vk_conv(c, x, 4, NB - 4, STRIDE, st, OFF, w, CH, K, &e) == 0);
+    double wc = 0, wh = 0;
+    for (int r = 0; r < NB; r++)
+        for (int ch = 0; ch < CH; ch++) wc = fmax(wc, fabs(xs[r * STRIDE + ch] - want[r][ch]));
+    for (int ch = 0; ch < CH; ch++)
+        for (int i = 0; i < K - 1; i++) wh = fmax(wh, fabs(ss[OFF + ch * (K - 1) + i] - hist[ch][i]));
+    CHECKF(wc < 1e-5 && wh == 0, "conv: outputs off by %.3g, state by %.3g", wc, wh);
+    enum { D = 16, PER = 4, NS = 2 }; /* l2norm over 4 heads a row, the first 2 scaled */
+    for (int i = 0; i < D; i++) xs[STRIDE + D + i] = 0; /* row 1's second head */
+    double l2[NB][PER * D];
+    for (int r = 0; r < NB; r++)
+        for (int hd = 0; hd < PER; hd++) {
+            double n = 0;
+            for (int i = 0; i < D; i++) n += (double)xs[r * STRIDE + hd * D + i] * xs[r * STRIDE + hd * D + i];
+            const double div = fmax(sqrt(n), 1e-6);
+            for (int i = 0; i < D; i++) l2[r][hd * D + i] = xs[r * STRIDE + hd * D + i] / div * (hd < NS ? 0.25 : 1);
+        }
+    CHECK(vk_l2norm(c, x, NB, D, PER, STRIDE, NS, 0.25f, 1e-6f, &e) == 0);
+    double wl = 0;
+    for (int r = 0; r < NB; r++)
+        for (int i = 0; i < PER * D; i++) wl = fmax(wl, fabs(xs[r * STRIDE + i] - l2[r][i]));
+    CHECKF(wl < 1e-6, "l2norm: off by %.3g", wl);
+    enum { NV = 4, NKH = 2 };
+    vk_buf *o = floats(c, NULL, NB * NV * D), *g = floats(c, NULL, D), *z = floats(c, NULL, NB * NV * D),
+           *dst = floats(c, NULL, NB * NV * D);
+    REQUIRE(o && g && z && dst);
+    const float *os = vk_buf_map(o), *gs = vk_buf_map(g), *zs = vk_buf_map(z), *ds = vk_buf_map(dst);
+    for (int grouped = 0; grouped < 2; grouped++) {
+        CHECK(vk_gdn_norm(c, o, g, z, dst, NB, D, NV, NKH, grouped, 1e-6f, &e) == 0);
+        double wg = 0;
+        for (int r = 0; r < NB; r++)
+            for (int h = 0; h < NV; h++) {
+                const float *oh = os + (r * NV + h) * D, *zh = zs + (r * NV + h) * D;
+                const int place = grouped ? (h % NKH) * (NV / NKH) + h / NKH : h;
+                double ms = 0;
+                for (int i = 0; i < D; i++) ms += (double)oh[i] * oh[i];
+                const double sc = 1 / sqrt(ms / D + 1e-6);
+                for (int i = 0; i < D; i++)
+                    wg = fmax(wg, fabs(ds[(r * NV + place) * D + i] - oh[i] * sc * gs[i] * zh[i] / (1 + exp(-zh[i]))));
+            }
+        CHECKF(wg < 1e-5, "gdn_norm (grouped %d): off by %.3g", grouped, wg);
+    }
+    vk_buf_free(x), vk_buf_free(st), vk_buf_free(w), vk_buf_free(o), vk_buf_free(g), vk_buf_free(z), vk_buf_free(dst);
+    vk_close(c);
+}
+
+/* The gated delta rule, both forms (token by token, and chunked: a run of 43 tokens is a chunk of
+ * 32 and one of 11), against the recurrence in double from a random state: M <- g M,
+ * b = beta (v - M k), M += b k^T, o = M q per value head (value head h reads key head h mod n_k),
+ * with g = exp(a softplus(alpha + dt_bias)), beta = sigmoid(beta_in), unit keys and queries as
+ * the model's L2 norm leaves them. */
+static void test_delta_rule(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    enum { D = 32, NK = 2, NV = 4, NB = 45, ROW0 = 2, RUN = 43, CD = (2 * NK + NV) * D };
+    trit_err e;
+    vk_buf *xc = floats(c, NULL, (size_t)NB * CD), *ab = floats(c, NULL, 2 * NB * NV), *par = floats(c, NULL, 2 * NV),
+           *st = floats(c, NULL, (size_t)NV * D * D + 7), *out = floats(c, NULL, (size_t)NB * NV * D);
+    double *M = malloc((size_t)NV * D * D * sizeof *M), *want = calloc((size_t)NB * NV * D, sizeof *want);
+    float *init = malloc(((size_t)NV * D * D + 7) * sizeof *init);
+    REQUIRE(xc && ab && par && st && out && M && want && init);
+    float *x = vk_buf_map(xc), *pr = vk_buf_map(par);
+    for (int r = 0; r < NB; r++)
+        for (int hd = 0; hd < 2 * NK; hd++) { /* q and k heads to unit length */
+            float *v = x + (size_t)r * CD + hd * D, n = 0;
+            for (int j = 0; j < D; j++) n += v[j] * v[j];
+            for (int j = 0; j < D; j++) v[j] /= sqrtf(n);
+        }
+    for (int h = 0; h < NV; h++) pr[h] = -0.1f - 0.9f * fabsf(pr[h]); /* a = -exp(A_log) < 0 */
+    float *m0 = vk_buf_map(st);
+    for (size_t i = 0; i < (size_t)NV * D * D + 7; i++) m0[i] *= 0.05f;
+    memcpy(init, m0, ((size_t)NV * D * D + 7) * sizeof *init);
+    const float *a = vk_buf_map(ab);
+    for (int h = 0; h < NV; h++) {
+        double *Mh = M + (size_t)h * D * D;
+        for (int i = 0; i < D * D; i++) Mh[i] = init[7 + (size_t)h * D * D + i];
+        for (int r = ROW0; r < ROW0 + RUN; r++) {
+            const float *q = x + (size_t)r * CD + (h % NK) * D, *k = q + NK * D,
+                        *v = x + (size_t)r * CD + 2 * NK * D + h * D;
+            const double sp = a[r * NV + h] + pr[NV + h], g = exp(pr[h] * (sp > 20 ? sp : log1p(exp(sp)))),
+                         beta = 1 / (1 + exp(-(double)a[(NB + r) * NV + h]));
+            for (int i = 0; i < D; i++) {
+                double mk = 0, oq = 0;
+                for (int j = 0; j < D; j++) Mh[i * D + j] *= g, mk += Mh[i * D + j] * k[j];
+                const double b = beta * (v[i] - mk);
+                for (int j = 0; j < D; j++) Mh[i * D + j] += b * k[j], oq += Mh[i * D + j] * q[j];
+                want[(size_t)r * NV * D + h * D + i] = oq;
+            }
+        }
+    }
+    for (int chunked = 0; chunked < 2; chunked++) {
+        memcpy(vk_buf_map(st), init, ((size_t)NV * D * D + 7) * sizeof *init);
+        CHECKF(vk_delta(c, chunked, xc, ab, par, st, 7, out, ROW0, RUN, NB, D, NK, NV, &e) == 0, "%s", e.msg);
+        const float *o = vk_buf_map(out), *ms = (const float *)vk_buf_map(st) + 7;
+        double wo = 0, wm = 0;
+        for (size_t i = (size_t)ROW0 * NV * D; i < (size_t)(ROW0 + RUN) * NV * D; i++)
+            wo = fabs(o[i] - want[i]) > wo ? fabs(o[i] - want[i]) : wo;
+        for (size_t i = 0; i < (size_t)NV * D * D; i++) wm = fabs(ms[i] - M[i]) > wm ? fabs(ms[i] - M[i]) : wm;
+        CHECKF(wo < 2e-5 && wm < 2e-5, "%s form: outputs off by %.3g, state by %.3g", chunked ? "chunked" : "token", wo,
+               wm);
+        CHECK(((const float *)vk_buf_map(st))[6] == init[6]); /* nothing before state_off */
+    }
+    CHECK(vk_delta(c, 1, xc, ab, par, st, 8, out, ROW0, RUN, NB, D, NK, NV, &e) == -1 && strstr(e.msg, "out of range"));
+    free(M), free(want), free(init);
+    vk_buf_free(xc), vk_buf_free(ab), vk_buf_free(par), vk_buf_free(st), vk_buf_free(out);
+    vk_close(c);
+}
+
 /* The rotation contract's transforms give the CPU's floats to the bit, forward and inverse, with
  * signs and without, at every block size from 2 to 4096 over rows of several blocks; the gate and
  * the strided copy give the host's. */
@@ -443,13 +577,13 @@ static double logit_gap(const float *a, const float *b, size_t n) {
     return d / (big > 0 ? big : 1);
 }
 
-/* Whole models with every layer on the device against the CPU backend, over 12 tokens. The CPU
- * attends over its f16 cache with ggml's f16 arithmetic (f16 query and accumulator) where the
- * device uses f32, and runs the delta rule of a prompt in its chunked form where the device goes
- * token by token: float weights agree within 2e-3 of the largest logit. Both quantize the
- * activations of the other types to int8 (Q8_0/Q8_K, as ggml does), and a small difference in the
- * input moves a value across a rounding step: within 3e-2. Every golden model, rotated ones
- * included; the same top token wherever the CPU's is not a near tie. */
+/* Whole models with every layer on the device against the CPU backend, over 12 tokens in one
+ * pass. Both attend over an f16 cache in ggml's arithmetic and run a prompt's delta rule in
+ * chunked form; what differs is the order of float sums (and the chunk length): float weights
+ * agree within 1e-3 of the largest logit (measured: 2.3e-4). Both quantize the activations of
+ * the other types to int8 (Q8_0/Q8_K, as ggml does), where a last-bit difference in the input
+ * moves a value across a rounding step: within 3e-2 (measured: 1.4e-2). Every golden model,
+ * rotated ones included; the same top token wherever the CPU's is not a near tie. */
 static void test_backend_models(void) {
     static const char *const names[] = {"tiny-llama-F32",
                                         "tiny-llama-PQ2_0",
@@ -479,11 +613,11 @@ static void test_backend_models(void) {
     struct {
         char path[96];
         double bound;
-    } models[32] = {{"data/models/stories260K.gguf", 2e-3}};
+    } models[32] = {{"data/models/stories260K.gguf", 1e-3}};
     size_t n_models = 1;
     for (const char *const *n = names; *n; n++, n_models++) {
         snprintf(models[n_models].path, sizeof models[n_models].path, "golden/models/%s.gguf", *n);
-        models[n_models].bound = strstr(*n, "F32") ? 2e-3 : 3e-2;
+        models[n_models].bound = strstr(*n, "F32") ? 1e-3 : 3e-2;
     }
     double worst_gap[2] = {0};
     static const int32_t toks[12] = {1, 400, 35, 71, 90, 12, 250, 33, 5, 6, 7, 8};
@@ -491,14 +625,21 @@ static void test_backend_models(void) {
         trit_err err = {{0}};
         model *m = model_load(shared_path(models[i].path), 1, &err);
         REQUIREF(m, "%s: %s", models[i].path, err.msg);
+        const size_t V = (size_t)m->hp.n_vocab;
         float *cpu = run_tokens(&backend_cpu, m, 0, toks, 12, 0, &err);
-        float *gpu = cpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 1, &err) : NULL;
-        float *pass = gpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 0, &err) : NULL;
-        CHECKF(gpu && pass, "%s: %s", models[i].path, err.msg);
-        /* the 12 rows in one pass run the kernels of 12 single-row passes, in the same order */
-        CHECKF(!pass || !memcmp(pass, gpu, 12 * (size_t)m->hp.n_vocab * sizeof *pass), "%s: one pass differs",
-               models[i].path);
-        free(pass);
+        float *gpu = cpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 0, &err) : NULL;
+        float *steps = gpu ? run_tokens(&backend_vulkan, m, 0, toks, 12, 1, &err) : NULL;
+        CHECKF(gpu && steps, "%s: %s", models[i].path, err.msg);
+        /* the 12 rows in one pass run the kernels of 12 single-row passes, in the same order; but
+         * for qwen35's delta rule, chunked in the pass (as on the CPU), token by token in steps */
+        const int recurrent = m->arch_id == ARCH_QWEN35;
+        for (int t = 0; steps && t < 12; t++)
+            CHECKF(recurrent ? logit_gap(steps + t * V, gpu + t * V, V) <= models[i].bound
+                             : !memcmp(steps + t * V, gpu + t * V, V * sizeof *gpu),
+                   "%s token %d: one pass differs from steps by %.3g", models[i].path, t,
+                   logit_gap(steps + t * V, gpu + t * V, V));
+        free(steps);
+        float *pass;
         if (i == 0) { /* runs of at most 150 kernels: the 12 rows split over several submissions */
             setenv("TRIT_VK_RUN_KERNELS", "150", 1);
             pass = run_tokens(&backend_vulkan, m, 0, toks, 12, 0, &err);
@@ -507,7 +648,6 @@ static void test_backend_models(void) {
                    err.msg);
             free(pass);
         }
-        const size_t V = (size_t)m->hp.n_vocab;
         for (int t = 0; gpu && t < 12; t++) {
             const float *g = gpu + t * V, *c = cpu + t * V;
             double gap = logit_gap(g, c, V), big = 0;
@@ -543,7 +683,7 @@ static void test_backend_models(void) {
             float *sp = run_tokens(&backend_split, m, first, toks, 12, 0, &err);
             CHECKF(sp, "%s split at %d: %s", splits[i], first, err.msg);
             for (int t = 0; sp && t < 12; t++)
-                CHECKF(logit_gap(sp + t * V, cpu + t * V, V) <= (i ? 3e-2 : 2e-3), "%s split at %d, token %d: %.3g",
+                CHECKF(logit_gap(sp + t * V, cpu + t * V, V) <= (i ? 3e-2 : 1e-3), "%s split at %d, token %d: %.3g",
                        splits[i], first, t, logit_gap(sp + t * V, cpu + t * V, V));
             free(sp);
         }
@@ -611,7 +751,7 @@ static void test_engine_offload(void) {
         CHECK(trit_session_eval(sk, toks + 1, 1, ls[k], 0, err, sizeof err) == 0);
         if (!k) trit_session_free(sk), trit_model_free(mk);
     }
-    CHECKF(logit_gap(ls[1], ls[0], (size_t)V0) <= 2e-3, "shifted: %.3g", logit_gap(ls[1], ls[0], (size_t)V0));
+    CHECKF(logit_gap(ls[1], ls[0], (size_t)V0) <= 1e-3, "shifted: %.3g", logit_gap(ls[1], ls[0], (size_t)V0));
     free(ls[0]), free(ls[1]);
     trit_session_free(s);
     sp.kv_f32 = 1;
@@ -783,6 +923,8 @@ const test_case vulkan_tests[] = {
     {"vector_kernels", test_vector_kernels},
     {"attention", test_attention},
     {"hadamard_gate_copy", test_hadamard_gate_copy},
+    {"gdn_kernels", test_gdn_kernels},
+    {"delta_rule", test_delta_rule},
     {"read", test_read},
     {"recorded_run", test_recorded_run},
     {"backend_models", test_backend_models},

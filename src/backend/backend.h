@@ -38,6 +38,10 @@ typedef struct {
 #define BACKEND_UBATCH 512
 #define BACKEND_MAX_ROWS 512 /* the most rows any backend takes in one pass */
 
+/* Runs of at least this many tokens of one sequence take the Gated DeltaNet's chunked form, on
+ * every backend (fewer go token by token). */
+#define GDN_CHUNK_MIN 4
+
 #define BACKEND_REPACK_CACHE_MIN (16ull << 20) /* the default of repack_cache_min */
 
 /* What the weights are prepared from: the CPU's repack options (trit_model_params). */

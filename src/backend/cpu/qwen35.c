@@ -96,9 +96,6 @@ static void delta_step(const kernel_vec *vo, float *M, const float *q, int qk, c
     }
 }
 
-/* Runs of at least this many tokens of one session take the chunked form. */
-#define GDN_CHUNK_MIN 4
-
 /* The gated delta rule over a run of n consecutive tokens of one session for one value head, in
  * chunked form: the state is read twice and written once per run instead of swept twice per
  * token, and the rest is n x n and n x d matrix work. With G_t = g_1...g_t and S_0 the state

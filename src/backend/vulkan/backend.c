@@ -451,7 +451,7 @@ static int deltanet(pass *p, const layer *L, const vk_layer *V) {
     for (int t = 0, run; t < nb; t += run) {
         run = run_from(p, t);
         if (room(p, 1) ||
-            vk_delta(p->c, w->h1, w->ab, V->par, ROW_STATE(p, t)->rec,
+            vk_delta(p->c, run >= GDN_CHUNK_MIN, w->h1, w->ab, V->par, ROW_STATE(p, t)->rec,
                      conv_all + slot * (size_t)n_v * (size_t)d * (size_t)d, w->att, t, run, nb, d, n_k, n_v, p->err))
             return -1;
     }

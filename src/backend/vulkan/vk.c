@@ -734,8 +734,8 @@ int vk_l2norm(vk_ctx *c, vk_buf *x, int rows, int d, int per_row, int stride, in
     return dispatch(c, "l2norm", bufs, &pc, sizeof pc, pc.groups, err);
 }
 
-int vk_delta(vk_ctx *c, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, vk_buf *state, size_t state_off,
-             vk_buf *out, int row0, int run, int nb, int d, int n_k, int n_v, trit_err *err) {
+int vk_delta(vk_ctx *c, int chunked, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, vk_buf *state,
+             size_t state_off, vk_buf *out, int row0, int run, int nb, int d, int n_k, int n_v, trit_err *err) {
     const size_t conv_dim = (size_t)(2 * n_k + n_v) * (size_t)d;
     if (row0 < 0 || run <= 0 || row0 + run > nb || d <= 0 || n_k <= 0 || n_v <= 0 || !f32s(xc, (size_t)nb * conv_dim) ||
         !f32s(ab, 2 * (size_t)nb * (size_t)n_v) || !f32s(par, 2 * (size_t)n_v) ||
@@ -745,7 +745,7 @@ int vk_delta(vk_ctx *c, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, v
     const uint32_t pc[8] = {(uint32_t)row0, (uint32_t)run, (uint32_t)nb,       (uint32_t)d,
                             (uint32_t)n_k,  (uint32_t)n_v, (uint32_t)conv_dim, (uint32_t)state_off};
     const vk_buf *bufs[5] = {xc, ab, par, state, out};
-    return dispatch(c, "delta", bufs, pc, sizeof pc, (uint32_t)n_v, err);
+    return dispatch(c, chunked ? "delta_chunk" : "delta", bufs, pc, sizeof pc, (uint32_t)n_v, err);
 }
 
 int vk_gdn_norm(vk_ctx *c, const vk_buf *o, const vk_buf *w, const vk_buf *z, vk_buf *dst, int rows, int d, int n_v,

@@ -121,12 +121,12 @@ int vk_conv(vk_ctx *c, vk_buf *x, int row0, int run, int stride, vk_buf *state, 
  * n_scaled heads of a row are then times scale. */
 int vk_l2norm(vk_ctx *c, vk_buf *x, int rows, int d, int per_row, int stride, int n_scaled, float scale, float eps,
               trit_err *err);
-/* The gated delta rule, token after token, over rows row0 .. row0 + run - 1 of one sequence: xc
- * [nb][(2 n_k + n_v) d] the convolved q, k, v; ab alpha [nb][n_v] then beta [nb][n_v]; par the
- * layer's a [n_v] then dt_bias [n_v]; state n_v [d][d] matrices from float state_off; out
- * [nb][n_v d]. */
-int vk_delta(vk_ctx *c, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, vk_buf *state, size_t state_off,
-             vk_buf *out, int row0, int run, int nb, int d, int n_k, int n_v, trit_err *err);
+/* The gated delta rule over rows row0 .. row0 + run - 1 of one sequence, token after token or
+ * (chunked) in the chunked form, chunks of 32 tokens: xc [nb][(2 n_k + n_v) d] the convolved q,
+ * k, v; ab alpha [nb][n_v] then beta [nb][n_v]; par the layer's a [n_v] then dt_bias [n_v];
+ * state n_v [d][d] matrices from float state_off; out [nb][n_v d]. */
+int vk_delta(vk_ctx *c, int chunked, const vk_buf *xc, const vk_buf *ab, const vk_buf *par, vk_buf *state,
+             size_t state_off, vk_buf *out, int row0, int run, int nb, int d, int n_k, int n_v, trit_err *err);
 /* dst head = rmsnorm(o head) w silu(z head) for rows rows of n_v heads of d f32; grouped: head
  * r n_k + k lands at k (n_v / n_k) + r (the contract's gdn_v_grouped). */
 int vk_gdn_norm(vk_ctx *c, const vk_buf *o, const vk_buf *w, const vk_buf *z, vk_buf *dst, int rows, int d, int n_v,

@@ -95,7 +95,9 @@ const uint QK = 256u, BB = 66u;
 float code(uint b, uint j) {
     return float(int((byte_at(b + 32u * (j / 128u) + j % 32u) >> (2u * ((j % 128u) / 32u))) & 3u) - 1);
 }
-uint code4(uint b, uint j) { return minus1((word_at(b + 32u * (j / 128u) + j % 32u) >> (2u * ((j % 128u) / 32u))) & 0x03030303u); }
+uint code4(uint b, uint j) {
+    return minus1((word_at(b + 32u * (j / 128u) + j % 32u) >> (2u * ((j % 128u) / 32u))) & 0x03030303u);
+}
 float scale(uint b) { return f16_at(b + 64u); }
 #elif defined(T_TQ1_0) || defined(T_PTQ1_0)
 // base-3 bytes: digit n (0 = most significant) of byte q is (((q 3^n) mod 256) 3) >> 8; code - 1
@@ -115,21 +117,22 @@ float code(uint b, uint j) {
     if (j < e3) return trit(byte_at(b + S1 + (j - e2) % S2), (j - e2) / S2);
     return trit(byte_at(b + S1 + S2 + (j - e3) % S3), (j - e3) / S3);
 }
+// digit n of four bytes at once: two bytes a 16-bit lane (255 3^4 < 2^16, so no lane carries
+// into the next), each lane's (q 3^n mod 256) 3 >> 8 is its digit; then the packed trits
 uint trit4(uint q4, uint n) {
-    uint r = 0u;
-    for (uint i = 0u; i < 4u; i++) r |= uint(int(trit((q4 >> (8u * i)) & 255u, n))) << (8u * i) & (255u << (8u * i));
-    return r;
+    const uint e = (((q4 & 0x00ff00ffu) * POW3[n]) & 0x00ff00ffu) * 3u,
+               o = ((((q4 >> 8) & 0x00ff00ffu) * POW3[n]) & 0x00ff00ffu) * 3u;
+    return minus1(((e >> 8) & 0x00030003u) | (o & 0x03000300u));
 }
-// four elements of one stage are one digit of four bytes in a row; PTQ1_0's last stage (2 bytes)
-// is the exception
+// four elements of one stage are one digit of four bytes in a row, or (PTQ1_0's last stage of 2
+// bytes) two digits of two bytes
 uint code4(uint b, uint j) {
     const uint e2 = 5u * S1, e3 = e2 + 5u * S2;
     if (j < e2) return trit4(word_at(b + j % S1), j / S1);
     if (j < e3) return trit4(word_at(b + S1 + (j - e2) % S2), (j - e2) / S2);
     if (S3 % 4u == 0u) return trit4(word_at(b + S1 + S2 + (j - e3) % S3), (j - e3) / S3);
-    uint r = 0u;
-    for (uint i = 0u; i < 4u; i++) r |= (uint(int(code(b, j + i))) & 255u) << (8u * i);
-    return r;
+    const uint q2 = word_at(b + S1 + S2) & 0xffffu, n = (j - e3) / S3, q4 = q2 | (q2 << 16);
+    return (trit4(q4, n) & 0xffffu) | (trit4(q4, n + 1u) & 0xffff0000u);
 }
 float scale(uint b) { return f16_at(b + S1 + S2 + S3); }
 #else
