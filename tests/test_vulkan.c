@@ -487,6 +487,31 @@ static void test_hadamard_gate_copy(void) {
 }
 
 /* The bandwidth probe's kernel reads every byte: its sums are the host's. */
+/* An upload (weights: device memory, through staging 64 MiB at a time) of 65 MiB and 12 bytes
+ * holds the host's bytes, read back through a kernel into a mapped buffer; not while kernels are
+ * recorded; an empty one is a buffer too. */
+static void test_upload(void) {
+    vk_ctx *c = open_or_fail();
+    if (!c) return;
+    const size_t n = (65u << 20) / 4 + 3;
+    uint32_t *src = malloc(n * 4);
+    REQUIRE(src);
+    for (size_t i = 0; i < n; i++) src[i] = (uint32_t)(i * 2654435761u) ^ 0x3f000000u;
+    trit_err e;
+    vk_buf *up = vk_buf_upload(c, src, n * 4, &e), *back = up ? vk_buf_new(c, n * 4, &e) : NULL;
+    REQUIREF(up && back, "%s", e.msg);
+    CHECKF(vk_copy_blocks(c, up, 0, n, back, 0, n, n, 1, &e) == 0, "%s", e.msg);
+    CHECK(!memcmp(vk_buf_map(back), src, n * 4));
+    vk_buf *empty = vk_buf_upload(c, src, 0, &e);
+    CHECK(empty && vk_buf_size(empty) == 0);
+    CHECK(vk_begin(c, &e) == 0);
+    CHECK(!vk_buf_upload(c, src, 16, &e) && strstr(e.msg, "while kernels are recorded"));
+    CHECK(vk_add(c, back, back, 4, &e) == 0 && vk_run(c, &e) == 0);
+    free(src);
+    vk_buf_free(up), vk_buf_free(back), vk_buf_free(empty);
+    vk_close(c);
+}
+
 static void test_read(void) {
     vk_ctx *c = open_or_fail();
     if (!c) return;
@@ -925,6 +950,7 @@ const test_case vulkan_tests[] = {
     {"hadamard_gate_copy", test_hadamard_gate_copy},
     {"gdn_kernels", test_gdn_kernels},
     {"delta_rule", test_delta_rule},
+    {"upload", test_upload},
     {"read", test_read},
     {"recorded_run", test_recorded_run},
     {"backend_models", test_backend_models},

@@ -49,12 +49,6 @@ typedef struct {
 
 #define VK(b) ((vk_backend *)(b)->impl)
 
-static vk_buf *upload(vk_ctx *c, const void *data, size_t bytes, trit_err *err) {
-    vk_buf *b = vk_buf_new(c, bytes, err);
-    if (b) memcpy(vk_buf_map(b), data, bytes);
-    return b;
-}
-
 static int upload_weight(vk_backend *vb, const weight *w, trit_err *err) {
     if (w->id < 0 || vb->w[w->id]) return 0; /* absent, or shared (a tied output) */
     if (!vk_matmul_supported(w->type))
@@ -62,12 +56,12 @@ static int upload_weight(vk_backend *vb, const weight *w, trit_err *err) {
     if (w->rot.block > VK_HADAMARD_MAX)
         return fail(err, "vulkan: %s is folded in blocks of %d, past the device's %d", w->name, w->rot.block,
                     VK_HADAMARD_MAX);
-    return (vb->w[w->id] = upload(vb->c, w->data, (size_t)w->row_bytes * (size_t)w->n_out, err)) ? 0 : -1;
+    return (vb->w[w->id] = vk_buf_upload(vb->c, w->data, (size_t)w->row_bytes * (size_t)w->n_out, err)) ? 0 : -1;
 }
 
 static int upload_vec(vk_ctx *c, const float *v, size_t n, vk_buf **out, trit_err *err) {
     if (!v) return 0;
-    return (*out = upload(c, v, n * sizeof *v, err)) ? 0 : -1;
+    return (*out = vk_buf_upload(c, v, n * sizeof *v, err)) ? 0 : -1;
 }
 
 /* The floats of the contract's concatenated sign vectors. */

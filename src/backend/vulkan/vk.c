@@ -31,7 +31,7 @@
     X(vkResetDescriptorPool) X(vkCreateCommandPool) X(vkDestroyCommandPool) \
     X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer) X(vkEndCommandBuffer) \
     X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) \
-    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) \
+    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences) \
     X(vkResetFences)
 // clang-format on
 
@@ -127,15 +127,16 @@ static int env_index(void) {
     return e && *e >= '0' && *e <= '9' ? atoi(e) : 0;
 }
 
-/* The first memory type among `bits` that buffers take: device memory the host maps (resizable
- * BAR, unified memory) when there is some, else host memory the device reads across the bus;
- * UINT32_MAX when none. */
-static uint32_t memory_type(const vk_ctx *c, uint32_t bits) {
-    const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                wants[2] = {host | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host};
-    for (int k = 0; k < 2; k++)
-        for (uint32_t i = 0; i < c->mem.memoryTypeCount; i++)
-            if ((bits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & wants[k]) == wants[k]) return i;
+/* The memory a buffer takes, in order of preference (choice k of 2): a mapped one (the work area,
+ * the caches the host also reads) device memory the host maps (resizable BAR, unified memory),
+ * else host memory the device reads across the bus; an uploaded one (weights) device memory, else
+ * the same host memory. The first type among `bits` with choice k's properties, UINT32_MAX when
+ * none. */
+#define HOST_MEM (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+static uint32_t memory_type(const vk_ctx *c, uint32_t bits, int mapped, int k) {
+    const VkMemoryPropertyFlags want = k ? HOST_MEM : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | (mapped ? HOST_MEM : 0);
+    for (uint32_t i = 0; i < c->mem.memoryTypeCount; i++)
+        if ((bits >> i & 1) && (c->mem.memoryTypes[i].propertyFlags & want) == want) return i;
     return UINT32_MAX;
 }
 
@@ -149,10 +150,11 @@ static long long env_count(const char *name, trit_err *err) {
     return *end || n <= 0 ? fail(err, "vulkan: %s=%s is not a positive whole number", name, v) : n;
 }
 
-/* The bytes buffers may take: the heap of the memory they come from (buffers_type's order), less
- * when TRIT_VK_MEMORY (MiB) says so: a smaller device, and how tests run out of memory. */
+/* The bytes buffers may take: the heap of the device memory weights go to, less when
+ * TRIT_VK_MEMORY (MiB) says so: a smaller device, and how tests run out of memory. */
 static int memory_budget(vk_ctx *c, trit_err *err) {
-    const uint32_t type = memory_type(c, UINT32_MAX);
+    uint32_t type = memory_type(c, UINT32_MAX, 0, 0);
+    if (type == UINT32_MAX) type = memory_type(c, UINT32_MAX, 0, 1);
     c->budget = type < c->mem.memoryTypeCount ? c->mem.memoryHeaps[c->mem.memoryTypes[type].heapIndex].size : 0;
     const long long mib = env_count("TRIT_VK_MEMORY", err), lose = env_count("TRIT_VK_LOSE_AFTER", err);
     if (mib < 0 || lose < 0) return -1;
@@ -328,36 +330,76 @@ int vk_list_devices(char *buf, size_t n, trit_err *err) {
 
 /* ---- buffers ---- */
 
-vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err) {
+/* A buffer of bytes for usage in mapped or device memory (see memory_type), falling back to host
+ * memory when the first choice is full; counted against the budget unless it is staging. */
+static vk_buf *buf_create(vk_ctx *c, size_t bytes, VkBufferUsageFlags usage, int mapped, int counted, trit_err *err) {
     vk_buf *b = calloc(1, sizeof *b);
     if (!b) return fail(err, "out of memory"), NULL;
     b->c = c, b->bytes = bytes;
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                              .size = (bytes + 3) / 4 * 4 + 4 * !bytes, /* the shaders read words */
-                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                             .usage = usage,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VkResult r = c->f.vkCreateBuffer(c->dev, &bi, NULL, &b->buf);
     if (r) return vk_fail(err, "vkCreateBuffer", r), vk_buf_free(b), NULL;
     VkMemoryRequirements req;
     c->f.vkGetBufferMemoryRequirements(c->dev, b->buf, &req);
-    const uint32_t type = memory_type(c, req.memoryTypeBits);
-    if (type == UINT32_MAX)
-        return fail(err, "vulkan: %s has no host-visible memory for buffers", c->name), vk_buf_free(b), NULL;
-    if (req.size > c->budget - c->used)
+    if (counted && req.size > c->budget - c->used)
         return fail(err, "vulkan: out of device memory: %.1f MiB more, with %.1f of %.1f MiB in use", req.size / MIB,
                     c->used / MIB, c->budget / MIB),
                vk_buf_free(b), NULL;
-    VkMemoryAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
-    if ((r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem)))
+    uint32_t type = UINT32_MAX;
+    r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    for (int k = 0; k < 2 && r; k++) {
+        const uint32_t t = memory_type(c, req.memoryTypeBits, mapped, k);
+        if (t == UINT32_MAX || t == type) continue;
+        VkMemoryAllocateInfo ai = {
+            .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = t};
+        r = c->f.vkAllocateMemory(c->dev, &ai, NULL, &b->mem);
+        type = t;
+    }
+    if (type == UINT32_MAX)
+        return fail(err, "vulkan: %s has no host-visible memory for buffers", c->name), vk_buf_free(b), NULL;
+    if (r)
         return fail(err, "vulkan: out of device memory: the driver refused %.1f MiB more, with %.1f in use (%d)",
                     req.size / MIB, c->used / MIB, r),
                vk_buf_free(b), NULL;
-    b->alloc = req.size, c->used += req.size;
-    if ((r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0)) ||
+    if (counted) b->alloc = req.size, c->used += req.size;
+    if ((r = c->f.vkBindBufferMemory(c->dev, b->buf, b->mem, 0)))
+        return vk_fail(err, "vkBindBufferMemory", r), vk_buf_free(b), NULL;
+    if ((c->mem.memoryTypes[type].propertyFlags & HOST_MEM) == HOST_MEM &&
         (r = c->f.vkMapMemory(c->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)))
         return vk_fail(err, "mapping a buffer", r), vk_buf_free(b), NULL;
     return b;
+}
+
+vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err) {
+    return buf_create(c, bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 1, 1, err);
+}
+
+static int start(vk_ctx *c, trit_err *err);
+static int finish(vk_ctx *c, trit_err *err);
+
+vk_buf *vk_buf_upload(vk_ctx *c, const void *data, size_t bytes, trit_err *err) {
+    enum { STAGE = 64 << 20 }; /* the most bytes of host memory one copy stages */
+    if (c->recording) return fail(err, "vulkan: an upload while kernels are recorded"), NULL;
+    vk_buf *b = buf_create(c, bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0, 1, err);
+    vk_buf *st =
+        b && bytes ? buf_create(c, bytes < STAGE ? bytes : STAGE, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 1, 0, err) : NULL;
+    int rc = !b || (bytes && !st) ? -1 : 0; /* err says why */
+    if (!rc && st && !st->map) rc = fail(err, "vulkan: %s has no host-visible memory for staging", c->name);
+    for (size_t off = 0; !rc && off < bytes; off += STAGE) {
+        const size_t n = bytes - off < STAGE ? bytes - off : STAGE;
+        memcpy(st->map, (const uint8_t *)data + off, n);
+        const VkBufferCopy region = {0, off, n};
+        if (!(rc = start(c, err))) {
+            c->f.vkCmdCopyBuffer(c->cmd, st->buf, b->buf, 1, &region);
+            rc = finish(c, err);
+        }
+    }
+    vk_buf_free(st);
+    if (rc) vk_buf_free(b);
+    return rc ? NULL : b;
 }
 
 void vk_buf_free(vk_buf *b) {
@@ -431,7 +473,6 @@ static int finish(vk_ctx *c, trit_err *err) {
     c->recording = 0;
     VkResult r = c->f.vkEndCommandBuffer(c->cmd);
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &c->cmd};
-    if (!r && c->lose_after >= 0 && c->lose_after-- == 0) c->lost = 1; /* simulated */
     if (!r && c->lost) r = VK_ERROR_DEVICE_LOST;
     if (!r) r = c->f.vkQueueSubmit(c->queue, 1, &si, c->fence);
     if (!r) {
@@ -449,6 +490,7 @@ int vk_room(const vk_ctx *c) { return c->run_limit - (c->recording ? c->n_sets :
 int vk_begin(vk_ctx *c, trit_err *err) { return c->recording ? fail(err, "vulkan: already recording") : start(c, err); }
 
 int vk_run(vk_ctx *c, trit_err *err) {
+    if (c->recording && c->lose_after >= 0 && c->lose_after-- == 0) c->lost = 1; /* simulated */
     if (c->failed) { /* what was recorded before the failure still runs, so the buffers stay consistent */
         if (c->recording) finish(c, err);
         c->failed = 0;
@@ -511,10 +553,12 @@ static int dispatch_n(vk_ctx *c, const char *name, const vk_buf *const *bufs, si
 /* ---- kernels ---- */
 
 /* A matrix kernel's push constants and workgroups: tpr threads a row, the power of two at or
- * above the row's blocks (at most the workgroup's 64), and 64 / tpr rows a workgroup. */
+ * above the row's blocks (float types: runs of 32 values; at most the workgroup's 64), and
+ * 64 / tpr rows a workgroup. */
 static uint32_t matmul_shape(const type_traits *tt, int rows, int cols, uint32_t rb, int n, uint32_t pc[5]) {
+    const uint32_t units = (uint32_t)(tt->blck > 1 ? cols / tt->blck : (cols + 31) / 32);
     uint32_t tpr = 1;
-    while (tpr < 64 && tpr < (uint32_t)(cols / tt->blck)) tpr *= 2;
+    while (tpr < 64 && tpr < units) tpr *= 2;
     pc[0] = (uint32_t)rows, pc[1] = (uint32_t)cols, pc[2] = rb, pc[3] = (uint32_t)n, pc[4] = tpr;
     return (uint32_t)(((uint64_t)rows * tpr + 63) / 64);
 }

@@ -30,8 +30,13 @@ int vk_list_devices(char *buf, size_t n, trit_err *err);
 /* A storage buffer the host can write and read: device memory the host maps where the device has
  * it (resizable BAR, unified memory, lavapipe), else host memory. */
 vk_buf *vk_buf_new(vk_ctx *c, size_t bytes, trit_err *err);
+/* A buffer the device only reads (weights), in its own memory where it has some (else host
+ * memory), filled with bytes of data through a host-visible staging buffer; not while kernels
+ * are recorded. */
+vk_buf *vk_buf_upload(vk_ctx *c, const void *data, size_t bytes, trit_err *err);
 void vk_buf_free(vk_buf *b);
-void *vk_buf_map(vk_buf *b); /* stays mapped for the buffer's life */
+void *vk_buf_map(vk_buf *b); /* stays mapped for the buffer's life; NULL for an uploaded one
+                                in memory the host cannot map */
 /* The bytes of device memory buffers may take (the heap they come from, or TRIT_VK_MEMORY MiB
  * when that is less: past it vk_buf_new fails as the driver would), and in *used (may be NULL)
  * what they take now. TRIT_VK_LOSE_AFTER=N simulates a lost device after N runs. */
