@@ -16,6 +16,7 @@
 #ifndef SUITES
 #define SUITES(X)    \
     X(util)          \
+    X(hub)           \
     X(gguf)          \
     X(gguf_inspect)  \
     X(types)         \

@@ -5,7 +5,7 @@ module's objects must name a module below N (or N itself). Prints each violation
   tests/scripts/check_layers.py [BUILD_DIR]   (with BUILD_DIR, the call graph is checked too)"""
 import os, re, subprocess, sys
 
-ORDER = ["base", "types", "gguf", "kernels", "text", "model", "backend", "engine", "convert", "quant", "tools"]
+ORDER = ["base", "types", "gguf", "hub", "kernels", "text", "model", "backend", "engine", "convert", "quant", "tools"]
 RANK = {m: i for i, m in enumerate(ORDER)}
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 src = os.path.join(root, "src")
