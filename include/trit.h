@@ -59,8 +59,8 @@ int trit_model_n_ctx_train(const trit_model *m);
 const char *trit_model_arch(const trit_model *m);
 /* One line such as "llama, 5 layers, dim 64, 0.26M params, F32" for logs. */
 const char *trit_model_desc(const trit_model *m);
-/* One line into buf saying where the layers run: "the CPU", or for -ngl which layers are on the
- * GPU, which one, and the GPU memory their weights take of what there is. */
+/* One line into buf saying where the layers run: "all N layers on the CPU", or for -ngl which
+ * layers are on the GPU, which one, and the GPU memory their weights take of what there is. */
 void trit_model_placement(const trit_model *m, char *buf, size_t n);
 
 typedef struct {

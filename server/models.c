@@ -126,7 +126,7 @@ static int load(srv_model *e, char *err, size_t errlen) {
     if (*info.backend_note) fprintf(stderr, "trit serve: %s; running on the CPU\n", info.backend_note);
     char where[512];
     trit_model_placement(e->sv.model, where, sizeof where);
-    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens, on %s\n", e->id, trit_model_desc(e->sv.model),
+    fprintf(stderr, "trit serve: loaded %s: %s, %d slots of %d tokens; %s\n", e->id, trit_model_desc(e->sv.model),
             e->sv.cfg.n_parallel, sched_slot_ctx(e->sv.sch), where);
     return 0;
 }

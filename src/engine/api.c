@@ -165,7 +165,7 @@ const char *trit_model_desc(const trit_model *m) { return m->m->desc; }
 void trit_model_placement(const trit_model *m, char *buf, size_t n) {
     const trit_model_info in = trit_model_get_info(m);
     const double mib = 1048576.0;
-    if (!*in.gpu) snprintf(buf, n, "the CPU");
+    if (!*in.gpu) snprintf(buf, n, "all %d layers on the CPU", in.n_layer);
     else if (in.n_gpu_layers < in.n_layer)
         snprintf(
             buf, n,
