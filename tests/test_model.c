@@ -218,7 +218,8 @@ static void test_golden_no_repack(void) {
 /* Every golden model on the Vulkan device (lavapipe in CI), whole (-ngl 99) and split with its
  * last two layers and the head there (-ngl 2), held to the bounds the CPU holds above: the
  * device quantizes its activations to int8 as the CPU does (both of its integer paths) and
- * attends in f32 over the f16 cache where the CPU follows ggml's f16 arithmetic. */
+ * attends over the f16 cache in ggml's arithmetic as the CPU does; what differs is the order of
+ * float sums. */
 static void test_golden_vulkan(void) {
     const char *archs[] = {"llama", "qwen3", "qwen35"};
     static const int ngl[] = {99, 2};

@@ -258,7 +258,8 @@ static void test_vector_kernels(void) {
 }
 
 /* Keys and values stored into an f16 cache as the CPU stores them (the same halves), and one
- * query row's attention over them against the CPU's plain attention, grouped heads included. */
+ * query row's attention over them against the CPU's, in both arithmetics (the plain f32 softmax and
+ * ggml's f16 flash attention), grouped heads included. */
 static void test_attention(void) {
     vk_ctx *c = open_or_fail();
     if (!c) return;
@@ -486,7 +487,6 @@ static void test_hadamard_gate_copy(void) {
     vk_close(c);
 }
 
-/* The bandwidth probe's kernel reads every byte: its sums are the host's. */
 /* An upload (weights: device memory, through staging 64 MiB at a time) of 65 MiB and 12 bytes
  * holds the host's bytes, read back through a kernel into a mapped buffer; not while kernels are
  * recorded; an empty one is a buffer too. */
@@ -512,6 +512,7 @@ static void test_upload(void) {
     vk_close(c);
 }
 
+/* The bandwidth probe's kernel reads every byte: its sums are the host's. */
 static void test_read(void) {
     vk_ctx *c = open_or_fail();
     if (!c) return;

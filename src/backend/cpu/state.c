@@ -157,7 +157,7 @@ int cpu_state_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *
         if (fn(ctx, (char *)s->kv.k + at, (size_t)n_past * row) || fn(ctx, (char *)s->kv.v + at, (size_t)n_past * row))
             return -1;
     }
-    return s->state_floats ? fn(ctx, s->conv_state, s->state_floats * sizeof(float)) : 0;
+    return cpu_state_recurrent(st, fn, ctx);
 }
 
 void cpu_state_shift(backend_state *st, int n_keep, int n_discard, int n_past) {

@@ -275,6 +275,10 @@ static void vk_state_reset(backend_state *st) {
 }
 
 static size_t kv_row_bytes(const hparams *hp) { return (size_t)hp->n_head_kv * hp->head_dim * 2; }
+/* Where the device's attention layer l starts in cache (s->k or s->v), which the host maps. */
+static uint8_t *kv_layer(const vk_state *s, vk_buf *cache, int l) {
+    return (uint8_t *)vk_buf_map(cache) + (size_t)l * s->n_ctx * kv_row_bytes(&s->base.b->m->hp);
+}
 
 static int vk_state_copy(backend_state *dst, const backend_state *src, int n_past, trit_err *err) {
     vk_state *d = (vk_state *)dst;
@@ -283,10 +287,8 @@ static int vk_state_copy(backend_state *dst, const backend_state *src, int n_pas
     if (n_past > d->n_ctx || n_past > s->n_ctx) return fail(err, "vulkan: %d positions do not fit", n_past);
     const size_t row = kv_row_bytes(&dst->b->m->hp);
     for (int l = 0; l < VK(dst->b)->n_kv; l++) {
-        memcpy((uint8_t *)vk_buf_map(d->k) + (size_t)l * d->n_ctx * row,
-               (const uint8_t *)vk_buf_map(s->k) + (size_t)l * s->n_ctx * row, (size_t)n_past * row);
-        memcpy((uint8_t *)vk_buf_map(d->v) + (size_t)l * d->n_ctx * row,
-               (const uint8_t *)vk_buf_map(s->v) + (size_t)l * s->n_ctx * row, (size_t)n_past * row);
+        memcpy(kv_layer(d, d->k, l), kv_layer(s, s->k, l), (size_t)n_past * row);
+        memcpy(kv_layer(d, d->v, l), kv_layer(s, s->v, l), (size_t)n_past * row);
     }
     memcpy(vk_buf_map(d->rec), vk_buf_map(s->rec), s->rec_bytes);
     return 0;
@@ -301,8 +303,8 @@ static int vk_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *
     vk_state *s = (vk_state *)st;
     const size_t row = kv_row_bytes(&st->b->m->hp);
     for (int l = 0; l < VK(st->b)->n_kv; l++) {
-        int rc = fn(ctx, (uint8_t *)vk_buf_map(s->k) + (size_t)l * s->n_ctx * row, (size_t)n_past * row);
-        if (!rc) rc = fn(ctx, (uint8_t *)vk_buf_map(s->v) + (size_t)l * s->n_ctx * row, (size_t)n_past * row);
+        int rc = fn(ctx, kv_layer(s, s->k, l), (size_t)n_past * row);
+        if (!rc) rc = fn(ctx, kv_layer(s, s->v, l), (size_t)n_past * row);
         if (rc) return rc;
     }
     return vk_recurrent(st, fn, ctx);
@@ -498,8 +500,8 @@ static int record(pass *p, int l0, int l1, const int *sel, int g) {
 
 /* One pass: the rows' inputs go into the work area's residual stream (embedding rows decoded on
  * the host, brought back from the rotated basis on the device), the layers are recorded and run,
- * and the residual stream or the wanted logits come back. A failure is said on stderr and the
- * pass's results are NaN, never stale numbers. */
+ * and the residual stream or the wanted logits come back. A failure returns -1 with the reason,
+ * and the pass's results are NaN, never stale numbers. */
 static int vk_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,
                       float *x, float *const *out, trit_err *errp) {
     const backend *b = work->b;

@@ -568,23 +568,30 @@ int vk_matmul_supported(uint32_t type) {
     return matmul_name(type, name, sizeof name) && shader(name);
 }
 
-int vk_matmul(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, int n, vk_buf *y,
-              trit_err *err) {
+/* Type's matrix kernel `name` over w (rows x cols) and n input rows of x (in_bytes each) into y:
+ * the bounds both kinds of input share, then the dispatch. */
+static int matmul_run(vk_ctx *c, const char *name, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x,
+                      size_t in_bytes, int n, vk_buf *y, trit_err *err) {
     const type_traits *tt = type_get(type);
-    if (!tt || !vk_matmul_supported(type)) return fail(err, "vulkan: no matrix kernel for %s", type_name(type));
     const uint64_t rb = type_row_bytes(type, cols);
     if (rows <= 0 || n <= 0 || !rb || rb > UINT32_MAX / (uint64_t)rows ||
         (uint64_t)n * (uint64_t)(cols > rows ? cols : rows) > UINT32_MAX)
         return fail(err, "vulkan: a %d x %d %s matrix is out of range", rows, cols, tt->name);
-    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)n * (size_t)cols * 4 ||
+    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(x) < (size_t)n * in_bytes ||
         vk_buf_size(y) < (size_t)n * (size_t)rows * 4)
         return fail(err, "vulkan: a matrix kernel's buffer is too small");
-    char name[32];
-    matmul_name(type, name, sizeof name);
     uint32_t pc[5];
     const uint32_t groups = matmul_shape(tt, rows, cols, (uint32_t)rb, n, pc);
     const vk_buf *bufs[3] = {w, x, y};
     return dispatch(c, name, bufs, pc, sizeof pc, groups, err);
+}
+
+int vk_matmul(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *x, int n, vk_buf *y,
+              trit_err *err) {
+    char name[32];
+    if (!vk_matmul_supported(type)) return fail(err, "vulkan: no matrix kernel for %s", type_name(type));
+    matmul_name(type, name, sizeof name);
+    return matmul_run(c, name, type, w, rows, cols, x, (size_t)(cols > 0 ? cols : 0) * 4, n, y, err);
 }
 
 uint32_t vk_act_type(uint32_t type, int cols) {
@@ -615,22 +622,11 @@ int vk_quant_act(vk_ctx *c, uint32_t act_type, const vk_buf *x, int rows, int co
 
 int vk_matmul_q8(vk_ctx *c, uint32_t type, const vk_buf *w, int rows, int cols, const vk_buf *xq, int n, vk_buf *y,
                  trit_err *err) {
-    const type_traits *tt = type_get(type);
     const uint32_t at = vk_act_type(type, cols);
-    if (!tt || at == TYPE_F32)
-        return fail(err, "vulkan: no int8 matrix kernel for %s rows of %d", type_name(type), cols);
-    const uint64_t rb = type_row_bytes(type, cols);
-    if (rows <= 0 || n <= 0 || rb > UINT32_MAX / (uint64_t)rows || (uint64_t)n * (uint64_t)rows > UINT32_MAX)
-        return fail(err, "vulkan: a %d x %d %s matrix is out of range", rows, cols, tt->name);
-    if (vk_buf_size(w) < rb * (uint64_t)rows || vk_buf_size(xq) < (size_t)n * vk_act_words(at, cols) * 4 ||
-        vk_buf_size(y) < (size_t)n * (size_t)rows * 4)
-        return fail(err, "vulkan: a matrix kernel's buffer is too small");
+    if (at == TYPE_F32) return fail(err, "vulkan: no int8 matrix kernel for %s rows of %d", type_name(type), cols);
     char name[40];
-    snprintf(name, sizeof name, "matmul_q8%s_%s", c->int_dot ? "dot" : "", tt->name);
-    uint32_t pc[5];
-    const uint32_t groups = matmul_shape(tt, rows, cols, (uint32_t)rb, n, pc);
-    const vk_buf *bufs[3] = {w, xq, y};
-    return dispatch(c, name, bufs, pc, sizeof pc, groups, err);
+    snprintf(name, sizeof name, "matmul_q8%s_%s", c->int_dot ? "dot" : "", type_get(type)->name);
+    return matmul_run(c, name, type, w, rows, cols, xq, vk_act_words(at, cols) * 4, n, y, err);
 }
 
 /* The number of 64-wide workgroups that cover n. */
