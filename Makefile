@@ -20,7 +20,7 @@ else
 endif
 COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := $(CFLAGS_COMMON) $(OPT) $(EXTRA_CFLAGS)
-LDLIBS   = -ljansson -lutf8proc -lmicrohttpd -lcurl -lm -lpthread $(LDLIBS_VK)
+LDLIBS   = -ljansson -lutf8proc -lmicrohttpd -lcurl -lnettle -lm -lpthread $(LDLIBS_VK)
 # line editing for trit chat; the library does not need it
 CLI_LDLIBS := -ledit
 

@@ -13,5 +13,13 @@ int cmd_synth(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+
+/* -hf REPO[:QUANT] (-hff, -hft, --hf-revision, --offline) in a command's arguments: the model is
+ * fetched (or found in the cache) and the flags become -m PATH, or PATH first among the
+ * positional arguments (positional != 0). 0, or 1 after a one-line message. */
+int hub_args(const char *cmd, int positional, int *argc, char ***argv);
 
 #endif

@@ -378,6 +378,39 @@ char *trit_tool_grammar(trit_tool_style s, const char *tools_json, const char *o
  * object instead. Returns 0, or -1 with err set when the file is not a valid GGUF. */
 int trit_inspect(const char *path, int use_mmap, int json, void *out_FILE, char *err, size_t errlen);
 
+/* ---- models from the Hugging Face Hub ---- */
+/* A reference is ORG/NAME[:QUANT]. Files live in huggingface_hub's cache ($HF_HUB_CACHE, else
+ * $HF_HOME/hub, else ~/.cache/huggingface/hub), so either tool reuses what the other fetched. */
+typedef struct {
+    const char *endpoint; /* NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *token; /* NULL: $HF_TOKEN (else $HUGGING_FACE_HUB_TOKEN) */
+    const char *cache; /* NULL: the cache above */
+    const char *revision; /* NULL: "main" */
+    const char *file; /* the repo path of the GGUF to take (-hff), instead of picking by quant */
+    int offline; /* the cache alone (also $HF_HUB_OFFLINE=1) */
+    int refresh; /* ask the hub even when the cache holds the model (trit pull) */
+    int retries; /* default 5: tries of a broken download that gained no bytes */
+    int retry_ms; /* default 1000: the first wait before a retry (doubled each time) */
+    int stall_s; /* default 30: a download with no byte for this long is dropped and retried */
+    /* what happens, for the terminal: notes (one line each: the quant chosen, a retry, a wait for
+       another process) and a file's progress (bytes so far out of its size) */
+    void (*note)(void *user, const char *line);
+    void (*progress)(void *user, const char *file, uint64_t done, uint64_t total);
+    void *user;
+} trit_hub_params;
+
+trit_hub_params trit_hub_default_params(void);
+/* Makes ref's model local: the GGUF whose name carries QUANT (without one trit's ternary-first
+ * order, PTQ1_0, PQ2_0, TQ1_0, TQ2_0, Q2_0, Q1_0, Q8_0; split models all their parts), from the
+ * cache when it holds it, else downloaded and verified. Writes the path of its (first) file into
+ * path. 0, or -1 with err (one line). */
+int trit_hub_fetch(const char *ref, const trit_hub_params *p, char *path, size_t n, char *err, size_t errlen);
+/* Prints the cached models (repo, quant, size, path), one line each, to out_FILE. */
+int trit_hub_list(const trit_hub_params *p, void *out_FILE, char *err, size_t errlen);
+/* Removes ref's files of QUANT (without one: the whole repo) from the cache, and the blobs no
+ * snapshot uses any more; says what it freed on out_FILE. */
+int trit_hub_remove(const char *ref, const trit_hub_params *p, void *out_FILE, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,7 @@
 #include "gguf_edit.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,5 +57,30 @@ int gguf_copy_edit(const char *src, const char *dst, const char *key, const gguf
     free(bufs);
     gguf_writer_free(w);
     gguf_close(f);
+    return rc;
+}
+
+int gguf_write_split(const gguf_file *f, const char *dir, const char *prefix, int n, int64_t tensors_count,
+                     trit_err *e) {
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        gguf_writer *w = gguf_writer_new(f->version, f->alignment);
+        if (!w) return -1;
+        for (size_t i = 0; k == 0 && i < f->n_kv && !rc; i++) rc = gguf_writer_add_kv(w, &f->kv[i], e);
+        const gguf_kv no = {.key = "split.no", .type = GGUF_U16, .n = 1, .v.u64 = (uint64_t)k},
+                      count = {.key = "split.count", .type = GGUF_U16, .n = 1, .v.u64 = (uint64_t)n},
+                      total = {.key = "split.tensors.count", .type = GGUF_I32, .n = 1, .v.i64 = tensors_count};
+        rc =
+            rc || gguf_writer_add_kv(w, &no, e) || gguf_writer_add_kv(w, &count, e) || gguf_writer_add_kv(w, &total, e);
+        for (size_t i = f->n_tensors * (size_t)k / (size_t)n; i < f->n_tensors * (size_t)(k + 1) / (size_t)n && !rc;
+             i++) {
+            const gguf_tensor *t = &f->tensors[i];
+            rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size, e);
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s-%05d-of-%05d.gguf", dir, prefix, k + 1, n);
+        if (!rc) rc = gguf_writer_write(w, path, e);
+        gguf_writer_free(w);
+    }
     return rc;
 }

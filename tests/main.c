@@ -17,6 +17,7 @@
 #define SUITES(X)    \
     X(util)          \
     X(hub)           \
+    X(hub_fetch)     \
     X(gguf)          \
     X(gguf_inspect)  \
     X(types)         \

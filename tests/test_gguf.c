@@ -2,6 +2,7 @@
  * files built in memory are each refused with a message that names the problem. (trit inspect's
  * reports: test_gguf_inspect.c.) */
 #include "test.h"
+#include "gguf_edit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -635,7 +636,45 @@ static void test_open_errors(void) {
     CHECK(gguf_open_buffer("", 0, "empty", &e) == NULL && strstr(e.msg, "bad magic"));
 }
 
+/* A split model opens from its first part as the whole file: every tensor's bytes, every KV; a
+ * later part alone, a missing part and a wrong tensor count are refused in one line. */
+static void test_split(void) {
+    trit_err e;
+    gguf_file *f = gguf_open(shared_path("golden/models/tiny-qwen3-PQ2_0.gguf"), 1, &e);
+    REQUIRE(f);
+    char dir[64], path[128];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    REQUIRE(!gguf_write_split(f, dir, "m", 3, (int64_t)f->n_tensors, &e));
+    snprintf(path, sizeof path, "%s/m-00001-of-00003.gguf", dir);
+    for (int mm = 0; mm < 2; mm++) {
+        gguf_file *g = gguf_open(path, mm, &e);
+        REQUIREF(g, "%s", e.msg);
+        CHECK(g->n_tensors == f->n_tensors && g->n_parts == 2 && g->n_kv == f->n_kv + 3);
+        for (size_t i = 0; i < f->n_tensors; i++) {
+            const gguf_tensor *x = &f->tensors[i], *y = gguf_find_tensor(g, x->name);
+            CHECKF(y && y->type == x->type && y->size == x->size && !memcmp(y->ne, x->ne, sizeof x->ne) &&
+                       !memcmp(y->data, x->data, (size_t)x->size),
+                   "%s", x->name);
+        }
+        for (size_t i = 0; i < f->n_kv; i++) CHECK(gguf_find(g, f->kv[i].key) != NULL);
+        gguf_close(g);
+    }
+    snprintf(path, sizeof path, "%s/m-00002-of-00003.gguf", dir);
+    CHECK(!gguf_open(path, 1, &e) && strstr(e.msg, "part 2 of 3") && strstr(e.msg, "first part"));
+    REQUIRE(!gguf_write_split(f, dir, "m", 3, (int64_t)f->n_tensors + 1, &e));
+    snprintf(path, sizeof path, "%s/m-00001-of-00003.gguf", dir);
+    CHECK(!gguf_open(path, 1, &e) && strstr(e.msg, "split.tensors.count"));
+    REQUIRE(!gguf_write_split(f, dir, "m", 3, (int64_t)f->n_tensors, &e));
+    snprintf(path, sizeof path, "%s/m-00003-of-00003.gguf", dir);
+    REQUIRE(!unlink(path));
+    snprintf(path, sizeof path, "%s/m-00001-of-00003.gguf", dir);
+    CHECK(!gguf_open(path, 1, &e) && strstr(e.msg, "m-00003-of-00003.gguf") && !strchr(e.msg, '\n'));
+    gguf_close(f);
+    rm_tmpdir(dir);
+}
+
 const test_case gguf_tests[] = {
+    {"split", test_split},
     {"stories_facts", test_stories_facts},
     {"parse_all_shared", test_parse_all_shared},
     {"known_types", test_known_types},

@@ -63,6 +63,33 @@ static void test_pick(void) {
           !hub_file_has_quant("PTQ1_0/x.gguf", "PTQ1_0"));
 }
 
+/* The quant ls shows for a file name; a file named by its path, with its split model's parts. */
+static void test_quant_of(void) {
+    static const char *const cases[][2] = {
+        {"Ternary-Bonsai-2-27B-PTQ1_0.gguf", "PTQ1_0"},
+        {"dir/model.q4_k_m.gguf", "Q4_K_M"},
+        {"Qwen3-8B-UD-IQ2_XXS.gguf", "IQ2_XXS"},
+        {"m-BF16-00001-of-00002.gguf", "BF16"},
+        {"Llama-3-8B-Instruct-F16.gguf", "F16"},
+        {"stories260K.gguf", ""},
+        {"Q2-model.gguf", "Q2"},
+        {"mmproj-F1600.gguf", ""},
+        {"Qwen3-8B-Q8_0-PQ2_0.gguf", "PQ2_0"},
+    };
+    char q[32];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        hub_quant_of(cases[i][0], q, sizeof q);
+        CHECKF(!strcmp(q, cases[i][1]), "%s: '%s'", cases[i][0], q);
+    }
+    trit_err e;
+    int out[4];
+    static const char *const files[] = {"a/m-00002-of-00002.gguf", "a/m-00001-of-00002.gguf", "b.gguf"};
+    CHECK(hub_pick_file(files, 3, "a/m-00002-of-00002.gguf", out, 4, &e) == 2 && out[0] == 1 && out[1] == 0);
+    CHECK(hub_pick_file(files, 3, "b.gguf", out, 4, &e) == 1 && out[0] == 2);
+    CHECK(hub_pick_file(files, 3, "c.gguf", out, 4, &e) == -1 && strstr(e.msg, "no file 'c.gguf'"));
+    CHECK(hub_pick_file(files, 2, "a/m-00001-of-00002.gguf", out, 1, &e) == -1 && strstr(e.msg, "2 parts"));
+}
+
 static void test_cache_dir(void) {
     char buf[HUB_PATH_MAX], *saved[4];
     static const char *const vars[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"};
@@ -135,5 +162,10 @@ static void test_cache_layout(void) {
 }
 
 const test_case hub_tests[] = {
-    {"refs", test_refs}, {"pick", test_pick}, {"cache_dir", test_cache_dir}, {"cache_layout", test_cache_layout}, {0},
+    {"refs", test_refs},
+    {"pick", test_pick},
+    {"quant_of", test_quant_of},
+    {"cache_dir", test_cache_dir},
+    {"cache_layout", test_cache_layout},
+    {0},
 };

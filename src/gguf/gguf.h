@@ -60,7 +60,7 @@ typedef struct {
     const void *data; /* view into the file */
 } gguf_tensor;
 
-typedef struct {
+typedef struct gguf_file {
     char *path;
     uint32_t version;
     uint64_t alignment;
@@ -75,9 +75,14 @@ typedef struct {
     int owns_arrays; /* built in memory (gguf_index): numeric kv->arr are malloc'd */
     const gguf_kv **kv_by_key; /* kv sorted by key, for lookups */
     const gguf_tensor **t_by_name; /* tensors sorted by name, for lookups */
+    struct gguf_file **parts; /* a split model's later parts, whose tensors tensors[] holds too */
+    size_t n_parts;
 } gguf_file;
 
-/* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set.
+/* Opens and validates a file (mmap unless use_mmap == 0). NULL on error, with err set. The
+ * first part of a split model (split.count > 1, as llama.cpp's gguf-split writes it) opens as the
+ * whole model: its other parts, PREFIX-0000K-of-0000N.gguf beside it, are opened and their
+ * tensors joined to its own; a later part alone is refused, naming the first.
  * Refuses, among others, PrismML's legacy group-128 "Q2_0" files (type 42 holding PQ2_0
  * blocks), saying so. A file with no tensors may end right after its KVs. */
 gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err);

@@ -479,6 +479,59 @@ static gguf_file *open_map(gguf_file *f, unsigned flags, trit_err *err) {
 
 gguf_file *gguf_open(const char *path, int use_mmap, trit_err *err) { return gguf_open_flags(path, use_mmap, 0, err); }
 
+#define OPEN_PART (1u << 31) /* a later part of a split model: opened as it is */
+
+/* The first part of a split model (split.count > 1) opens the others beside it, named as
+ * llama.cpp's gguf-split names them (PREFIX-00002-of-00003.gguf), and takes their tensors. */
+static int join_parts(gguf_file *f, int use_mmap, unsigned flags, trit_err *err) {
+    int64_t count = 0, no = 0, total = -1;
+    const int has = gguf_get_int(f, "split.count", &count, err);
+    if (has < 0 ||
+        (has && (gguf_get_int(f, "split.no", &no, err) < 0 || gguf_get_int(f, "split.tensors.count", &total, err) < 0)))
+        return -1;
+    if (!has || count <= 1) return 0;
+    if (count > 9999 || no < 0 || no >= count)
+        return fail(err, "%s: split.no %" PRId64 " / split.count %" PRId64 " are not a part of a split model", f->path,
+                    no, count);
+    const size_t len = strlen(f->path);
+    char tail[32];
+    snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", (int)no + 1, (int)count);
+    if (no || len < strlen(tail) || strcmp(f->path + len - strlen(tail), tail))
+        return fail(err,
+                    "%s is part %" PRId64 " of %" PRId64
+                    " of a split model: open its first part, named *-00001-of-%05d.gguf",
+                    f->path, no + 1, count, (int)count);
+    if (!(f->parts = calloc((size_t)count - 1, sizeof *f->parts))) return fail(err, "%s: out of memory", f->path);
+    const size_t prefix = len - strlen(tail);
+    for (int64_t k = 1; k < count; k++) {
+        char *path = malloc(prefix + 32);
+        if (!path) return fail(err, "%s: out of memory", f->path);
+        snprintf(path, prefix + 32, "%.*s-%05d-of-%05d.gguf", (int)prefix, f->path, (int)k + 1, (int)count);
+        gguf_file *p = gguf_open_flags(path, use_mmap, flags | OPEN_PART, err);
+        free(path);
+        if (!p) return -1;
+        f->parts[f->n_parts++] = p;
+        int64_t pno = -1, pcount = -1;
+        if (gguf_get_int(p, "split.no", &pno, err) < 0 || gguf_get_int(p, "split.count", &pcount, err) < 0) return -1;
+        if (pno != k || pcount != count)
+            return fail(err, "%s: says it is part %" PRId64 " of %" PRId64 ", not %" PRId64 " of %" PRId64, p->path,
+                        pno + 1, pcount, k + 1, count);
+        gguf_tensor *t =
+            realloc(f->tensors, (f->n_tensors + p->n_tensors ? f->n_tensors + p->n_tensors : 1) * sizeof *t);
+        if (!t) return fail(err, "%s: out of memory", f->path);
+        f->tensors = t;
+        for (size_t i = 0; i < p->n_tensors; i++) { /* the part keeps its map; its names move here */
+            f->tensors[f->n_tensors++] = p->tensors[i];
+            p->tensors[i].name = NULL;
+        }
+        p->n_tensors = 0;
+    }
+    if (total >= 0 && (uint64_t)total != f->n_tensors)
+        return fail(err, "%s: the %" PRId64 " parts hold %zu tensors, not the %" PRId64 " split.tensors.count says",
+                    f->path, count, f->n_tensors, total);
+    return index_tensors(f, err);
+}
+
 gguf_file *gguf_open_flags(const char *path, int use_mmap, unsigned flags, trit_err *err) {
     gguf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
@@ -491,7 +544,10 @@ gguf_file *gguf_open_flags(const char *path, int use_mmap, unsigned flags, trit_
         return NULL;
     }
     f->owns_map = 1;
-    return open_map(f, flags, err);
+    if (!(f = open_map(f, flags, err)) || (flags & OPEN_PART) || !join_parts(f, use_mmap, flags, err)) return f;
+    err_one_line(err);
+    gguf_close(f);
+    return NULL;
 }
 
 gguf_file *gguf_open_buffer(const void *data, size_t size, const char *name, trit_err *err) {
@@ -515,6 +571,8 @@ void gguf_close(gguf_file *f) {
     free(f->kv_by_key);
     free(f->t_by_name);
     if (f->owns_map) file_map_close(&f->map);
+    for (size_t i = 0; i < f->n_parts; i++) gguf_close(f->parts[i]);
+    free(f->parts);
     free(f->path);
     free(f);
 }

@@ -105,6 +105,12 @@ static int make_dirs(const char *path, trit_err *err) {
     return 0;
 }
 
+/* Temporary names differ between the threads of one process too. */
+static unsigned tmp_serial(void) {
+    static unsigned n;
+    return __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED);
+}
+
 int hub_link(const char *repo_dir, const char *rev, const char *commit, const char *file, const char *blob,
              trit_err *err) {
     if (!is_commit(commit)) return fail(err, "'%s' is not a commit hash", commit);
@@ -116,7 +122,7 @@ int hub_link(const char *repo_dir, const char *rev, const char *commit, const ch
         used += (size_t)snprintf(target + used, sizeof target - used, "../");
     if (path_of(target + used, sizeof target - used, err, "../../blobs/%s", blob) ||
         path_of(link, sizeof link, err, "%s/snapshots/%s/%s", repo_dir, commit, file) ||
-        path_of(tmp, sizeof tmp, err, "%s.%ld.tmp", link, (long)getpid()) || make_dirs(link, err))
+        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", link, (long)getpid(), tmp_serial()) || make_dirs(link, err))
         return -1;
     unlink(tmp);
     if (symlink(target, tmp) || rename(tmp, link))
@@ -124,7 +130,7 @@ int hub_link(const char *repo_dir, const char *rev, const char *commit, const ch
     if (is_commit(rev)) return 0;
     char ref[HUB_PATH_MAX];
     if (path_of(ref, sizeof ref, err, "%s/refs/%s", repo_dir, rev) ||
-        path_of(tmp, sizeof tmp, err, "%s.%ld.tmp", ref, (long)getpid()) || make_dirs(ref, err))
+        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", ref, (long)getpid(), tmp_serial()) || make_dirs(ref, err))
         return -1;
     FILE *f = fopen(tmp, "wb");
     const int ok = f && fputs(commit, f) >= 0;

@@ -76,6 +76,33 @@ static int split_part(const char *file, int *part, int *count, size_t *prefix) {
     return 1;
 }
 
+/* The files that make the model whose (first) file is files[first]: every part of a split one,
+ * in order, all present; else that file. */
+static int parts_of(const char *const *files, int n, int first, int *out, int max, trit_err *err) {
+    int part, count;
+    size_t prefix;
+    if (!split_part(files[first], &part, &count, &prefix)) {
+        if (max < 1) return fail(err, "no room for the file");
+        out[0] = first;
+        return 1;
+    }
+    if (count > max) return fail(err, "%s is split into %d parts, more than trit opens (%d)", files[first], count, max);
+    for (int p = 1; p <= count; p++) { /* each part of this model (same prefix, same count) */
+        out[p - 1] = -1;
+        for (int i = 0; i < n && out[p - 1] < 0; i++) {
+            int pi, ci;
+            size_t li;
+            if (split_part(files[i], &pi, &ci, &li) && pi == p && ci == count && li == prefix &&
+                !strncmp(files[i], files[first], prefix))
+                out[p - 1] = i;
+        }
+        if (out[p - 1] < 0)
+            return fail(err, "%.*s is split into %d parts and the repo lacks part %d", (int)prefix, files[first], count,
+                        p);
+    }
+    return count;
+}
+
 int hub_pick(const char *const *files, int n, const char *quant, int *out, int max, const char **chosen,
              trit_err *err) {
     int n_gguf = 0, only = -1, first = -1;
@@ -100,26 +127,44 @@ int hub_pick(const char *const *files, int n, const char *quant, int *out, int m
         return fail(err, "the repo has several GGUF files and none of the quants trit prefers: name one of %s", list);
     }
     if (chosen) *chosen = q ? q : "";
+    return parts_of(files, n, first, out, max, err);
+}
+
+int hub_pick_file(const char *const *files, int n, const char *file, int *out, int max, trit_err *err) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(files[i], file)) return parts_of(files, n, i, out, max, err);
+    return fail(err, "the repo has no file '%s'", file);
+}
+
+/* A word that reads as a quant: [I]Q, TQ, PQ, PTQ and a digit, or F16/F32/F64/BF16, then letters,
+ * digits and '_'. */
+static int quant_word(const char *w, size_t n) {
+    static const char *const heads[] = {"PTQ", "TQ", "PQ", "IQ", "Q", "BF", "F", NULL};
+    size_t h = 0;
+    for (int k = 0; heads[k] && !h; k++) {
+        const size_t l = strlen(heads[k]);
+        if (n > l && !strncasecmp(w, heads[k], l) && isdigit((unsigned char)w[l])) h = l;
+    }
+    if (!h || ((w[0] == 'F' || w[0] == 'f' || w[0] == 'B' || w[0] == 'b') && n > h + 2)) return 0;
+    for (size_t i = h; i < n; i++)
+        if (!isalnum((unsigned char)w[i]) && w[i] != '_') return 0;
+    return 1;
+}
+
+void hub_quant_of(const char *file, char *out, size_t n) {
+    const char *name = base_name(file);
+    size_t len = strlen(name), prefix;
     int part, count;
-    size_t prefix;
-    if (!split_part(files[first], &part, &count, &prefix)) {
-        if (max < 1) return fail(err, "no room for the file");
-        out[0] = first;
-        return 1;
-    }
-    if (count > max) return fail(err, "%s is split into %d parts, more than trit opens (%d)", files[first], count, max);
-    for (int p = 1; p <= count; p++) { /* each part of this model (same prefix, same count) */
-        out[p - 1] = -1;
-        for (int i = 0; i < n && out[p - 1] < 0; i++) {
-            int pi, ci;
-            size_t li;
-            if (split_part(files[i], &pi, &ci, &li) && pi == p && ci == count && li == prefix &&
-                !strncmp(files[i], files[first], prefix))
-                out[p - 1] = i;
+    if (split_part(name, &part, &count, &prefix)) len = prefix;
+    else if (len > 5 && !strcasecmp(name + len - 5, ".gguf")) len -= 5;
+    out[0] = 0;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && name[j] != '-' && name[j] != '.') j++;
+        if (quant_word(name + i, j - i) && j - i < n) {
+            for (size_t k = 0; k < j - i; k++) out[k] = (char)toupper((unsigned char)name[i + k]);
+            out[j - i] = 0;
         }
-        if (out[p - 1] < 0)
-            return fail(err, "%.*s is split into %d parts and the repo lacks part %d", (int)prefix, files[first], count,
-                        p);
+        i = j + 1;
     }
-    return count;
 }

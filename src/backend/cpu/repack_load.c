@@ -228,6 +228,14 @@ static int cache_path(const model *m, char *dir, size_t n_dir, char *path, size_
                       trit_err *why) {
     if (rc_dir(dir, n_dir)) return fail(why, "no cache directory (set TRIT_CACHE_DIR or HOME)");
     if (rc_identity_of(m->file->path, id, why)) return -1;
+    for (size_t i = 0; i < m->file->n_parts; i++) { /* a split model: a changed part is another model */
+        rc_identity part;
+        if (rc_identity_of(m->file->parts[i]->path, &part, why)) return -1;
+        id->size += part.size;
+        id->ino = id->ino * 0x100000001b3ull ^ part.ino;
+        id->mtime_ns = (int64_t)((uint64_t)id->mtime_ns * 1000003u ^
+                                 ((uint64_t)part.mtime_s * 1000000000u + (uint64_t)part.mtime_ns));
+    }
     if (rc_path(dir, m->file->path, id, (uint32_t)kernels_get()->trit_layout, path, n_path))
         return fail(why, "%s: cache path too long", dir);
     return 0;
