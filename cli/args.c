@@ -2,11 +2,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *arg_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
@@ -90,9 +93,17 @@ int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32) {
 int arg_no_repack(const char *a) { return !strcmp(a, "--no-repack") || !strcmp(a, "-nr"); }
 
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: a FIFO's open would wait for a writer; only regular files are read */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
         fprintf(stderr, "trit %s: %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    FILE *f = fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0) ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        fprintf(stderr, "trit %s: %s: not a regular file\n", cmd, path);
         return NULL;
     }
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;

@@ -143,6 +143,10 @@ int gen_check(const char *cmd, const gen_opts *o) {
     if (!o->model) return fprintf(stderr, "trit %s: -m FILE is required\n", cmd), -1;
     if (o->kv_f32[0] != o->kv_f32[1])
         return fprintf(stderr, "trit %s: -ctk and -ctv must name the same type\n", cmd), -1;
+    trit_sampler_params p = o->sp;
+    char err[256];
+    p.logit_bias = o->bias, p.n_logit_bias = o->n_bias;
+    if (trit_sampler_params_check(&p, err, sizeof err)) return fprintf(stderr, "trit %s: %s\n", cmd, err), -1;
     return 0;
 }
 

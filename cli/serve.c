@@ -62,6 +62,12 @@ static int load_keys(serve_opts *o) {
     free(dup);
     free(file);
     if (!keys) return fprintf(stderr, "trit serve: out of memory\n"), -1;
+    if (!n && (o->keys || o->key_file)) { /* an empty key must not leave the server open */
+        free(keys);
+        return fprintf(stderr, "trit serve: %s holds no key (leave it out to serve without one)\n",
+                       o->keys ? "--api-key" : o->key_file),
+               -1;
+    }
     if (!n) free(keys), keys = NULL;
     o->c.api_keys = keys;
     return 0;
@@ -93,6 +99,7 @@ static int parse(int argc, char **argv, serve_opts *o) {
     if (o->c.n_threads < 0) o->c.n_threads = 0;
     /* server tools reach this machine: llama-server narrows CORS to localhost unless told otherwise */
     if (o->tools && !o->cors_explicit) o->c.cors_origins = "localhost";
+    o->c.cors_explicit = o->cors_explicit;
     return gcp_env(o) || load_keys(o) ? -1 : 0;
 }
 

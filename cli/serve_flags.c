@@ -310,9 +310,6 @@ const serve_flag serve_flags[] = {
     {"-m|--model", NULL, "LLAMA_ARG_MODEL", F_VALUE, set_model},
     {"-mu|--model-url", NULL, "LLAMA_ARG_MODEL_URL", F_VALUE, NULL},
     {"-dr|--docker-repo", NULL, "LLAMA_ARG_DOCKER_REPO", F_VALUE, NULL},
-    {"-hf|-hfr|--hf-repo", NULL, "LLAMA_ARG_HF_REPO", F_VALUE, NULL},
-    {"-hff|--hf-file", NULL, "LLAMA_ARG_HF_FILE", F_VALUE, NULL},
-    {"-hft|--hf-token", NULL, "HF_TOKEN", F_VALUE, NULL},
     {"--embd-normalize", NULL, NULL, F_VALUE, NULL},
     {"--host", NULL, "LLAMA_ARG_HOST", F_VALUE, set_host},
     {"--port", NULL, "LLAMA_ARG_PORT", F_VALUE, set_port},
@@ -491,5 +488,8 @@ static int from_argv(serve_opts *o, int argc, char **argv) {
 int serve_flags_parse(serve_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     srv_config_defaults(&o->c);
-    return from_env(o) || from_argv(o, argc, argv) || check_template(o) ? -1 : 0;
+    char why[256];
+    if (from_env(o) || from_argv(o, argc, argv) || check_template(o)) return -1;
+    if (trit_sampler_params_check(&o->c.sp, why, sizeof why)) return fprintf(stderr, "trit serve: %s\n", why), -1;
+    return 0;
 }

@@ -202,6 +202,9 @@ typedef struct {
 #define TRIT_DEFAULT_SEED 0xFFFFFFFFu
 
 trit_sampler_params trit_sampler_default_params(void);
+/* 0 when trit_sampler_new takes p, else -1 with err saying which parameter is out of range (so
+ * that a NULL from trit_sampler_new means out of memory). */
+int trit_sampler_params_check(const trit_sampler_params *p, char *err, size_t errlen);
 /* A sampler over n_vocab tokens (p NULL: the defaults); NULL on invalid parameters (ignore_eos
  * among them: it needs the model) or out of memory. */
 trit_sampler *trit_sampler_new(const trit_sampler_params *p, int n_vocab);

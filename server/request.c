@@ -421,7 +421,8 @@ static int parse_sampling(json_t *o, srv_req *q, perr *e) {
         opt_num(o, "seed", -1, 18446744073709551615.0, &seed, e))
         return -1;
     if (seed >= 0) sp->seed = (uint64_t)seed;
-    return 0;
+    char why[256];
+    return trit_sampler_params_check(sp, why, sizeof why) ? bad(e, "%s", why) : 0;
 }
 
 static int parse_limits(json_t *o, srv_req *q, perr *e) {

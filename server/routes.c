@@ -522,7 +522,12 @@ const char *route_cors(const server *sv, const char *origin) {
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
-        if ((n == 1 && *p == '*') || (strlen(origin) == n && !strncmp(origin, p, n))) return origin;
+        /* "*" echoes the origin, as llama-server does, where a key guards the server; an open
+           server answers any page with a bare "*" (no credentials) when told "*", and by default
+           local pages alone */
+        if (n == 1 && *p == '*')
+            return sv->cfg.api_keys ? origin : sv->cfg.cors_explicit ? "*" : local_origin(origin) ? origin : NULL;
+        if (strlen(origin) == n && !strncmp(origin, p, n)) return origin;
         if (n == 9 && !strncmp(p, "localhost", 9) && local_origin(origin)) return origin;
         p += n + (p[n] == ',');
     }

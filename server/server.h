@@ -38,6 +38,7 @@ typedef struct {
     trit_sampler_params sp;
     /* the shell (cli/serve_flags.c, http.c, models.c); host and alias may be comma lists */
     const char *tags, *cors_methods, *cors_headers, *models_dir, *predict_route;
+    int cors_explicit; /* --cors-origins was given (else "*" is the default) */
     int cors_credentials, verbose, ui_mcp_proxy, models_max, models_autoload, repack;
     int n_gpu_layers, gpu_device; /* -ngl and --device: trit_model_params' */
     int sleep_idle_s; /* -1: never sleep */

@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -49,6 +50,7 @@ static void test_bad_input(void) {
         "run -m %s -p hi --presence-penalty x",
         "run -m %s -p hi --frequency-penalty 1e9",
         "run -m %s -p hi --presence-penalty nan",
+
         "run -m %s -p hi --logit-bias 15043",
         "run -m %s -p hi --logit-bias 15043+inf",
         "run -m %s -p hi -l 5*1",
@@ -71,6 +73,29 @@ static void test_bad_input(void) {
         free(out);
         free(err);
     }
+}
+
+/* A repeat penalty of 0 is the sampler's to refuse, in its words (it said "out of memory"). */
+static void test_sampler_range(void) {
+    const char *const cases[] = {"run -m %s -p hi --repeat-penalty 0", "chat -m %s --repeat-penalty 0",
+                                 "serve -m %s --repeat-penalty 0"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[1024], *out = NULL, *err = NULL;
+        snprintf(args, sizeof args, cases[i], shared_path("data/models/stories260K.gguf"));
+        const int rc = trit(args, &out, &err);
+        CHECKF(rc == 1 && err && count_lines(err) == 1 && strstr(err, "repeat penalty must be above 0"),
+               "trit %s: %d %s", args, rc, err ? err : "");
+        free(out), free(err);
+    }
+}
+
+/* An empty API key is refused: it used to leave the server open. */
+static void test_serve_empty_key(void) {
+    char args[1024];
+    snprintf(args, sizeof args, "serve -m %s --api-key ''", shared_path("data/models/stories260K.gguf"));
+    check_refused(args, "trit serve: --api-key holds no key");
+    snprintf(args, sizeof args, "serve -m %s --api-key ,", shared_path("data/models/stories260K.gguf"));
+    check_refused(args, "trit serve: --api-key holds no key");
 }
 
 static void test_help(void) {
@@ -249,7 +274,42 @@ static void test_library_exports(void) {
     free(out);
 }
 
+/* Every file a command reads is refused, at once and in one line, when it is not a regular file:
+ * a FIFO used to block open() forever, a folder as -f was "larger than 67108864 bytes". */
+static void test_non_regular_inputs(void) {
+    char dir[64], fifo[128];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    REQUIRE(!mkfifo(fifo, 0600));
+    const char *model = shared_path("data/models/stories260K.gguf");
+    const char *const cases[] = {
+        "run -m %1$s -p x -n 1",
+        "run -m %2$s -f %1$s -n 1",
+        "run -m %2$s -f %3$s -n 1",
+        "chat -m %2$s --chat-template-file %1$s",
+        "inspect %1$s",
+        "tokenize -m %1$s -p x",
+        "quantize %1$s %3$s/o.gguf Q8_0",
+        "quantize %2$s %3$s/o.gguf Q8_0 --calib %1$s",
+        "quantize %2$s %3$s/o.gguf TQ2_0 --imatrix %1$s",
+        "perplexity -m %2$s --kl-divergence-base %1$s --kl-divergence",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[1024], cmd[2048], *out = NULL;
+        snprintf(args, sizeof args, cases[i], fifo, model, dir);
+        snprintf(cmd, sizeof cmd, "timeout 60 %s %s 2>&1 </dev/null", trit_bin(), args);
+        const int rc = run_cmd(cmd, &out);
+        CHECKF(rc == 1 && count_lines(out) == 1 && strstr(out, "not a regular file"), "trit %s: rc %d, '%s'", args, rc,
+               out ? out : "");
+        free(out);
+    }
+    rm_tmpdir(dir);
+}
+
 const test_case cli_tests[] = {
+    {"non_regular_inputs", test_non_regular_inputs},
+    {"sampler_range", test_sampler_range},
+    {"serve_empty_key", test_serve_empty_key},
     {"bad_input", test_bad_input},
     {"help", test_help},
     {"run_greedy", test_run_greedy},

@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -443,7 +445,7 @@ static const corruption corruptions[] = {
     {"offset wraps", m_far_past_end, "tensor 't.2' (offset 18446744073709551552, 32 bytes) extends past"},
     {"size mismatch", m_size_mismatch, "tensors 't.0' and 't.1' overlap"},
     {"duplicate tensor name", m_dup_name, "tensor name 't.0' appears more than once"},
-    {"NUL in tensor name", m_nul_name, "contains a NUL byte"},
+    {"NUL in tensor name", m_nul_name, "tensor name contains a NUL byte"},
     {"newline in tensor name", m_newline_name, "tensor 't?2' has unknown type id 99"},
 };
 
@@ -673,7 +675,42 @@ static void test_split(void) {
     rm_tmpdir(dir);
 }
 
+/* The writer never writes through a planted link beside its output (PATH.tmp was one), and it
+ * removes what a killed writer left, not what a live one is writing. */
+static void test_write_planted_link(void) {
+    trit_err e;
+    gguf_file *f = gguf_open(shared_path("golden/models/tiny-qwen3-PQ2_0.gguf"), 1, &e);
+    REQUIRE(f);
+    char dir[64], out[128], victim[128], cmd[1024], stale[160], live[160];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is gone */
+    snprintf(stale, sizeof stale, "%s.tmp.%ld.0", out, (long)child);
+    snprintf(live, sizeof live, "%s.tmp.%ld.999999", out, (long)getpid());
+    snprintf(cmd, sizeof cmd, "printf precious > %s && ln -s %s %s.tmp && : > %s && : > %s", victim, victim, out, stale,
+             live);
+    REQUIRE(system(cmd) == 0);
+    REQUIRE(!rewrite(f, out, &e));
+    struct stat st;
+    char *v = read_file(victim, NULL);
+    CHECK(v && !strcmp(v, "precious"));
+    free(v);
+    CHECK(!lstat(out, &st) && S_ISREG(st.st_mode));
+    CHECK(same_bytes(out, shared_path("golden/models/tiny-qwen3-PQ2_0.gguf")));
+    CHECK(lstat(stale, &st) && !lstat(live, &st));
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", dir);
+    char *ls = NULL;
+    CHECK(run_cmd(cmd, &ls) == 0 && ls && atoi(ls) == 4); /* victim, out.gguf.tmp, out.gguf, the live one */
+    free(ls);
+    gguf_close(f);
+    rm_tmpdir(dir);
+}
+
 const test_case gguf_tests[] = {
+    {"write_planted_link", test_write_planted_link},
     {"split", test_split},
     {"stories_facts", test_stories_facts},
     {"parse_all_shared", test_parse_all_shared},

@@ -481,6 +481,7 @@ static void test_error_400_fields(void) {
         ",\"stream_options\":3",
         ",\"seed\":\"x\"",
         ",\"chat_template_kwargs\":[]",
+        ",\"repeat_penalty\":0", /* the sampler's range: was a 500 */
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
         json_t *j = post(sv, "/v1/chat/completions", chat_body(extra[i]), 400);
@@ -643,7 +644,18 @@ static void test_textout(void) {
 static void test_cors(void) {
     server sv = {0};
     srv_config_defaults(&sv.cfg);
-    CHECK(route_cors(&sv, "https://app.example.com") && !route_cors(&sv, NULL)); /* default "*" */
+    /* the default "*": on an open server local pages alone (it reflected any origin, and the
+       preflight said credentials: true); where a key guards it, any origin, as llama-server */
+    CHECK(!route_cors(&sv, "https://app.example.com") && !route_cors(&sv, NULL));
+    CHECK(route_cors(&sv, "http://localhost:5173") &&
+          !strcmp(route_cors(&sv, "http://localhost:5173"), "http://localhost:5173"));
+    sv.cfg.cors_explicit = 1; /* --cors-origins '*' on an open server: a bare "*" */
+    CHECK(route_cors(&sv, "https://app.example.com") && !strcmp(route_cors(&sv, "https://app.example.com"), "*"));
+    char key[] = "k", *keys[] = {key, NULL};
+    sv.cfg.api_keys = keys;
+    CHECK(route_cors(&sv, "https://app.example.com") &&
+          !strcmp(route_cors(&sv, "https://app.example.com"), "https://app.example.com"));
+    sv.cfg.api_keys = NULL;
     sv.cfg.cors_origins = "https://a.example.com,localhost";
     static const struct {
         const char *origin;

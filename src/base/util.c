@@ -28,15 +28,31 @@ int err_one_line(trit_err *err) {
     return -1;
 }
 
-int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err) {
-    memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
+/* A regular file's descriptor; O_NONBLOCK so that a FIFO's open does not wait for a writer. */
+static int open_regular(const char *path, struct stat *st, trit_err *err) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return fail(err, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || fcntl(fd, F_SETFL, 0)) {
         close(fd);
         return fail(err, "%s: not a regular file", path);
     }
+    return fd;
+}
+
+FILE *file_open_read(const char *path, trit_err *err) {
+    struct stat st;
+    const int fd = open_regular(path, &st, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) close(fd), fail(err, "%s: %s", path, strerror(errno));
+    return f;
+}
+
+int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err) {
+    memset(m, 0, sizeof *m);
+    struct stat st;
+    int fd = open_regular(path, &st, err);
+    if (fd < 0) return -1;
     size_t size = (size_t)st.st_size;
     if (size == 0) {
         close(fd);

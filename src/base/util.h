@@ -4,6 +4,7 @@
 #define TRIT_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
@@ -31,6 +32,9 @@ typedef struct {
 
 int file_map_open(file_map *m, const char *path, int use_mmap, trit_err *err);
 void file_map_close(file_map *m);
+/* Opens a regular file for reading ("rb"); anything else (a FIFO, a device, a folder) is refused
+ * without blocking in open. NULL with err naming the path. */
+FILE *file_open_read(const char *path, trit_err *err);
 
 /* strbuf, sb_add, sb_free */
 #include "trit_strbuf.h"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "convert/hf_int.h"
 #include "convert/safetensors.h"
@@ -202,10 +203,8 @@ static const st_tensor *find(const hf_model *m, const char *name, size_t *shard)
 static int open_shards(hf_model *m, const char *dir, trit_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    FILE *fp = fopen(path, "rb");
     json_t *idx = NULL, *wm = NULL;
-    if (fp) {
-        fclose(fp);
+    if (!access(path, F_OK)) {
         if (!(idx = hf_json_load(dir, "model.safetensors.index.json", err))) return -1;
         if (!json_is_object(wm = json_object_get(idx, "weight_map")) || !json_object_size(wm)) {
             json_decref(idx);

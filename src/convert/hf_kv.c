@@ -89,9 +89,12 @@ json_t *hf_json_load(const char *dir, const char *name, trit_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_error_t je;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    FILE *fp = file_open_read(path, err);
+    if (!fp) return NULL;
+    json_t *j = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
+    fclose(fp);
     if (!j && je.line > 0) return fail(err, "%s: %s (line %d)", path, je.text, je.line), NULL;
-    if (!j) return fail(err, "%s", je.text), NULL; /* "unable to open PATH: why" */
+    if (!j) return fail(err, "%s: %s", path, je.text), NULL;
     if (!json_is_object(j)) {
         json_decref(j);
         return fail(err, "%s: not a JSON object", path), NULL;

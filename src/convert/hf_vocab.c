@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "convert/hf.h"
 #include "convert/hf_int.h"
@@ -209,8 +210,9 @@ static int chat_template(gguf_file *f, const char *dir, json_t *tcfg, trit_err *
     if (json_is_string(t)) return hf_kv_str(f, "tokenizer.chat_template", json_string_value(t), err);
     char path[4096];
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
+    if (access(path, F_OK)) return 0; /* none */
+    FILE *fp = file_open_read(path, err);
+    if (!fp) return -1;
     char *s = NULL;
     long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
     int rc = n < 0 || n > (16 << 20) || fseek(fp, 0, SEEK_SET) || !(s = calloc(1, (size_t)n + 1)) ||
@@ -288,9 +290,9 @@ gguf_file *hf_vocab_open(const char *dir, const char *arch, int64_t n_vocab, tri
     json_t *config = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (fp) fclose(fp), config = hf_json_load(dir, "config.json", err);
-    if ((fp && !config) || hf_kv_str(f, "general.architecture", arch, err) ||
+    const int has_config = !access(path, F_OK);
+    if (has_config) config = hf_json_load(dir, "config.json", err);
+    if ((has_config && !config) || hf_kv_str(f, "general.architecture", arch, err) ||
         hf_vocab_keys(f, dir, arch, config, n_vocab, err) || gguf_index(f, err)) {
         json_decref(config);
         gguf_close(f);

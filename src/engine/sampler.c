@@ -74,15 +74,25 @@ static uint32_t random_seed(void) {
 
 /* ---- lifetime ---- */
 
-static int params_ok(const trit_sampler_params *p) {
-    if (isnan(p->temp) || isnan(p->top_p) || isnan(p->min_p) || !isfinite(p->repeat_penalty) ||
-        !(p->repeat_penalty > 0) || !isfinite(1.0f / p->repeat_penalty) || p->repeat_last_n < -1 ||
-        !isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty) || p->n_logit_bias < 0 ||
-        (p->n_logit_bias && !p->logit_bias))
-        return 0;
+/* What is wrong with p, in words; NULL when nothing is. */
+static const char *params_problem(const trit_sampler_params *p) {
+    if (isnan(p->temp) || isnan(p->top_p) || isnan(p->min_p)) return "temperature, top-p and min-p must be numbers";
+    if (!isfinite(p->repeat_penalty) || !(p->repeat_penalty > 0) || !isfinite(1.0f / p->repeat_penalty))
+        return "the repeat penalty must be above 0 (1 is off; it divides positive logits)";
+    if (p->repeat_last_n < -1) return "repeat-last-n must be -1 (the whole context), 0 (off) or more";
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return "the presence and frequency penalties must be finite";
+    if (p->n_logit_bias < 0 || (p->n_logit_bias && !p->logit_bias)) return "the logit bias list is malformed";
     for (int i = 0; i < p->n_logit_bias; i++)
-        if (isnan(p->logit_bias[i].bias) || p->logit_bias[i].bias == INFINITY) return 0;
-    return 1;
+        if (isnan(p->logit_bias[i].bias) || p->logit_bias[i].bias == INFINITY)
+            return "a logit bias must be a number below +infinity (-infinity bans the token)";
+    return NULL;
+}
+
+int trit_sampler_params_check(const trit_sampler_params *p, char *err, size_t errlen) {
+    const char *why = params_problem(p);
+    if (why && errlen) snprintf(err, errlen, "%s", why);
+    return why ? -1 : 0;
 }
 
 /* One pass over the biases, the end-of-generation bans after them: counts them per token into
@@ -126,7 +136,7 @@ static int32_t *eog_tokens(const trit_model *m, int n_vocab, int *n) {
 static trit_sampler *sampler_new(const trit_sampler_params *p, int n_vocab, const trit_model *m) {
     trit_sampler_params def = trit_sampler_default_params();
     if (!p) p = &def;
-    if (n_vocab <= 0 || !params_ok(p) || (p->ignore_eos && !m)) return NULL;
+    if (n_vocab <= 0 || params_problem(p) || (p->ignore_eos && !m)) return NULL;
     trit_sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->par = *p;

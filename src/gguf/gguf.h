@@ -114,7 +114,9 @@ double gguf_arr_float(const gguf_kv *kv, uint64_t i);
 size_t gguf_vtype_size(uint32_t t);
 const char *gguf_vtype_name(uint32_t t);
 
-/* ---- writer: builds a file from KVs and tensors; writes to PATH.tmp and renames on success.
+/* ---- writer: builds a file from KVs and tensors; writes to PATH.tmp.PID.N (made exclusively,
+ * so a planted link is never followed; a killed writer's is removed by the next) and renames it
+ * on success.
  * Layout as gguf-py and llama.cpp write it (so read + write is byte-identical): KVs and tensor
  * infos in insertion order, tensor data in insertion order, zero padding to the alignment after
  * the infos and after each tensor, and no padding at all in a file without tensors. A

@@ -73,7 +73,7 @@ static int get_name(cursor *c, char **out, const char *what) {
     if (get_str(c, &s)) return -1;
     if (s.len == 0 || memchr(s.str, 0, (size_t)s.len)) {
         free(s.str);
-        return fail(c->err, "%s: %s: %s is %s", c->file, c->where, what, s.len ? "contains a NUL byte" : "empty");
+        return fail(c->err, "%s: %s: %s %s", c->file, c->where, what, s.len ? "contains a NUL byte" : "is empty");
     }
     *out = s.str;
     return 0;

@@ -4,7 +4,10 @@
  * and no padding at all when there are no tensors (vocab-only files end after the KVs). */
 #include "gguf/gguf.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +377,50 @@ static int alignment_kv(const gguf_writer *w, gguf_kv *kv, int *needed, trit_err
     return 0;
 }
 
+/* Temporaries are PATH.tmp.PID.N: made exclusively (never through a planted link), and those of
+ * a process that is gone (killed midway) are removed by the next write to PATH. */
+static void drop_stale_temporaries(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash && (size_t)(slash - path) >= sizeof dir) return;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *base = slash ? slash + 1 : path;
+    const size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid;
+        unsigned n;
+        char end;
+        if (strncmp(e->d_name, base, bl) || sscanf(e->d_name + bl, ".tmp.%ld.%u%c", &pid, &n, &end) != 2 || pid <= 0 ||
+            !(kill((pid_t)pid, 0) && errno == ESRCH))
+            continue;
+        char stale[8192];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (!lstat(stale, &st) && S_ISREG(st.st_mode)) unlink(stale);
+    }
+    if (d) closedir(d);
+}
+
+static FILE *open_temporary(const char *path, char *tmp, size_t n, trit_err *err) {
+    static unsigned serial;
+    drop_stale_temporaries(path);
+    for (int tries = 0; tries < 100; tries++) {
+        const unsigned k = __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED);
+        if (snprintf(tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(), k) >= (int)n)
+            return fail(err, "%s: path too long", path), NULL;
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EEXIST) continue;
+        if (fd < 0) return fail(err, "%s: %s", tmp, strerror(errno)), NULL;
+        FILE *f = fdopen(fd, "wb");
+        if (!f) close(fd), unlink(tmp), fail(err, "%s: %s", tmp, strerror(errno));
+        return f;
+    }
+    return fail(err, "%s: no free temporary name beside it", path), NULL;
+}
+
 int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     gguf_kv akv;
     int need_akv;
@@ -381,17 +428,11 @@ int gguf_writer_write(gguf_writer *w, const char *path, trit_err *err) {
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* renaming over a device or directory would replace it */
         return fail(err, "%s: exists and is not a regular file", path);
-    size_t n = strlen(path);
-    char *tmp = malloc(n + 5);
+    const size_t n = strlen(path) + 48;
+    char *tmp = malloc(n);
     if (!tmp) return fail(err, "%s: out of memory", path);
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    out o = {.fp = fopen(tmp, "wb"), .err = err};
-    if (!o.fp) {
-        fail(err, "%s: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
+    out o = {.fp = open_temporary(path, tmp, n, err), .err = err};
+    if (!o.fp) return free(tmp), -1;
     setvbuf(o.fp, NULL, _IOFBF, 1 << 20);
     errno = 0;
     put_file(&o, w, need_akv ? &akv : NULL);

@@ -73,7 +73,8 @@ int hub_resolve_rev(const char *repo_dir, const char *rev, char commit[41], trit
     if (!name_ok(rev)) return fail(err, "'%s' is not a revision name", rev);
     char path[HUB_PATH_MAX], text[64] = "";
     if (path_of(path, sizeof path, err, "%s/refs/%s", repo_dir, rev)) return -1;
-    FILE *f = fopen(path, "rb");
+    trit_err why;
+    FILE *f = access(path, F_OK) ? NULL : file_open_read(path, &why);
     if (!f) return fail(err, "the cache has no revision '%s' (%s)", rev, path);
     const size_t k = fread(text, 1, sizeof text - 1, f);
     fclose(f);

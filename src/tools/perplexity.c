@@ -363,8 +363,8 @@ static int kld_loop(trit_model *m, const ppl_params *p, const uint32_t h[4], con
 
 int ppl_kld(trit_model *m, const char *kld_base, const ppl_params *p, ppl_result *r, trit_err *err) {
     memset(r, 0, sizeof *r);
-    FILE *f = fopen(kld_base, "rb");
-    if (!f) return fail(err, "%s: cannot open the KL-divergence base file", kld_base);
+    FILE *f = file_open_read(kld_base, err);
+    if (!f) return -1;
     uint32_t h[4];
     int32_t *tokens = NULL;
     kld_acc a = {.base = f, .n_vocab = trit_model_n_vocab(m)};
