@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "args.h"
@@ -24,6 +25,9 @@ static const char *usage =
     "  -c, --ctx-size N        total context, split over slots (default 4096; 0 = trained) LLAMA_ARG_CTX_SIZE\n"
     "  -t, --threads N         threads (default: physical cores)           LLAMA_ARG_THREADS\n"
     "  -to, --timeout N        seconds before a request is ended (default 600) LLAMA_ARG_TIMEOUT\n"
+    "  --header-timeout N      seconds a request may take to arrive whole (default 30; 0: no limit)\n"
+    "  --max-connections N     open connections at most (default 1024)\n"
+    "  --max-connections-per-ip N  open connections from one address at most (default 0: no limit)\n"
     "  --metrics               enable GET /metrics                         LLAMA_ARG_ENDPOINT_METRICS\n"
     "  --slots, --no-slots     enable or disable GET /slots (default on)   LLAMA_ARG_ENDPOINT_SLOTS\n"
     "  --cors-origins LIST     origins allowed (* = any, localhost, or exact origins; default *) "
@@ -113,6 +117,9 @@ static int serve(server *sv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* threads inherit the mask; sigwait below takes them */
     signal(SIGPIPE, SIG_IGN);
+    struct rlimit fds; /* every connection is a descriptor: take what the hard limit allows */
+    if (!getrlimit(RLIMIT_NOFILE, &fds) && fds.rlim_cur < fds.rlim_max)
+        fds.rlim_cur = fds.rlim_max, setrlimit(RLIMIT_NOFILE, &fds);
     if (!(sv->models = models_new(&sv->cfg, err, sizeof err))) return fprintf(stderr, "trit serve: %s\n", err), 1;
     srv_http *h = http_start(sv, err, sizeof err);
     if (!h) return models_free(sv->models), fprintf(stderr, "trit serve: %s\n", err), 1;

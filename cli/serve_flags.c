@@ -44,6 +44,15 @@ static int set_ctx(serve_opts *o, const char *f, const char *v) { return arg_int
 static int set_threads(serve_opts *o, const char *f, const char *v) {
     return arg_int(C, f, v, -1, 1024, &o->c.n_threads);
 }
+static int set_header_timeout(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, 0, 1 << 20, &o->c.header_timeout_s);
+}
+static int set_max_conns(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, 1, 1 << 20, &o->c.max_connections);
+}
+static int set_max_conns_ip(serve_opts *o, const char *f, const char *v) {
+    return arg_int(C, f, v, 0, 1 << 20, &o->c.max_connections_per_ip);
+}
 static int set_timeout(serve_opts *o, const char *f, const char *v) {
     return arg_int(C, f, v, 0, 1 << 30, &o->c.timeout_s);
 }
@@ -338,6 +347,9 @@ const serve_flag serve_flags[] = {
     {"--ssl-cert-file", NULL, "LLAMA_ARG_SSL_CERT_FILE", F_VALUE, NULL},
     {"--chat-template-kwargs", NULL, "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", F_VALUE, NULL},
     {"-to|--timeout", NULL, "LLAMA_ARG_TIMEOUT", F_VALUE, set_timeout},
+    {"--header-timeout", NULL, "TRIT_HEADER_TIMEOUT", F_VALUE, set_header_timeout},
+    {"--max-connections", NULL, "TRIT_MAX_CONNECTIONS", F_VALUE, set_max_conns},
+    {"--max-connections-per-ip", NULL, "TRIT_MAX_CONNECTIONS_PER_IP", F_VALUE, set_max_conns_ip},
     {"--sse-ping-interval", NULL, "LLAMA_ARG_SSE_PING_INTERVAL", F_VALUE, set_ping},
     {"--threads-http", NULL, "LLAMA_ARG_THREADS_HTTP", F_VALUE, NULL},
     {"--cache-prompt", "--no-cache-prompt", "LLAMA_ARG_CACHE_PROMPT", F_BOOL, NULL},

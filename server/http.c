@@ -5,19 +5,90 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "server.h"
+
+/* A connection while it is open: a request must arrive whole (headers and body) within
+ * header_timeout_s of the connection's start or of the previous reply, or the watcher shuts
+ * the socket down; an idle timeout alone lets a byte-a-second client hold a thread forever. */
+typedef struct watched {
+    struct watched *prev, *next;
+    int fd, busy; /* busy: a whole request is being answered */
+    double since;
+} watched;
 
 struct srv_http {
     struct MHD_Daemon *d[HTTP_MAX_HOSTS];
     int n;
     server *sv;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_t watcher;
+    int watching, stop;
+    watched *conns;
 };
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    watched *w = *socket_context;
+    pthread_mutex_lock(&h->mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci && (w = calloc(1, sizeof *w))) {
+            *w = (watched){NULL, h->conns, ci->connect_fd, 0, mono_s()};
+            if (h->conns) h->conns->prev = w;
+            h->conns = w;
+        }
+        *socket_context = w;
+    } else if (w) { /* closed: unlinked before libmicrohttpd closes the socket, so its fd is never reused here */
+        if (w->prev) w->prev->next = w->next;
+        else h->conns = w->next;
+        if (w->next) w->next->prev = w->prev;
+        free(w);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Marks c's connection busy (its request is whole) or waiting (its reply is done). */
+static void set_busy(srv_http *h, struct MHD_Connection *c, int busy) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pthread_mutex_lock(&h->mu);
+    watched *w = ci ? ci->socket_context : NULL;
+    if (w) w->busy = busy, w->since = mono_s();
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *watch(void *arg) {
+    srv_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        const double now = mono_s(), limit = h->sv->cfg.header_timeout_s;
+        for (watched *w = h->conns; w; w = w->next)
+            if (!w->busy && now - w->since > limit) shutdown(w->fd, SHUT_RDWR), w->since = now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&h->wake, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
 
 typedef struct {
     strbuf body;
@@ -143,42 +214,72 @@ static enum MHD_Result add_query(void *cls, enum MHD_ValueKind kind, const char 
     return failed ? MHD_NO : MHD_YES;
 }
 
+static enum MHD_Result send_reply(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                  route_reply *r);
+
+/* A body that outgrows the limit while it streams in (chunked, so no length was said first):
+ * libmicrohttpd cannot queue a reply in the middle of a body, so the 413 is written to the
+ * socket here and the connection closed, rather than waiting for a body that may never end. */
+static enum MHD_Result refuse_mid_body(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    route_reply r = {0};
+    route_error(&r, 413, "the request body is too large");
+    char head[256];
+    const int n = snprintf(head, sizeof head,
+                           "HTTP/1.1 413 Content Too Large\r\nServer: trit\r\nContent-Type: application/json\r\n"
+                           "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                           r.body ? strlen(r.body) : 0);
+    if (ci && send(ci->connect_fd, head, (size_t)n, MSG_NOSIGNAL) == n && r.body)
+        (void)!send(ci->connect_fd, r.body, strlen(r.body), MSG_NOSIGNAL);
+    free(r.body);
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_http *h = cls;
     conn_state *cs = *con_cls;
+    route_reply r;
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        if (cs->body.len + *upload_size > h->sv->cfg.body_max) cs->too_big = 1;
-        else if (sb_add(&cs->body, upload, *upload_size)) return MHD_NO;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (!cl || strtoull(cl, NULL, 10) <= h->sv->cfg.body_max) return MHD_YES;
+        cs->too_big = 1; /* said before the body: answered now, the body never read */
+    } else if (*upload_size) {
+        if (cs->body.len + *upload_size > h->sv->cfg.body_max) return refuse_mid_body(c); /* a chunked body */
+        if (sb_add(&cs->body, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
+    }
+    set_busy(h, c, 1);
+    if (cs->too_big) {
+        memset(&r, 0, sizeof r);
+        route_error(&r, 413, "the request body is too large");
+        return send_reply(h, c, url, method, &r);
     }
     strbuf proxied = {0};
     if (!strncmp(url, "/cors-proxy", 11)) MHD_get_connection_values(c, MHD_HEADER_KIND, proxy_header, &proxied);
     route_headers hd = {MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
                         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"),
                         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin"), proxied.s};
-    route_reply r;
-    if (cs->too_big) {
-        memset(&r, 0, sizeof r);
-        route_error(&r, 413, "the request body is too large");
-    } else {
-        strbuf full = {0};
-        if (!sb_add(&full, url, strlen(url))) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_query, &full);
-        route_request(h->sv, method, full.s && !full.oom ? full.s : url, &hd, cs->body.s ? cs->body.s : "",
-                      cs->body.len, &r);
-        sb_free(&full);
-    }
+    strbuf full = {0};
+    if (!sb_add(&full, url, strlen(url))) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_query, &full);
+    route_request(h->sv, method, full.s && !full.oom ? full.s : url, &hd, cs->body.s ? cs->body.s : "", cs->body.len,
+                  &r);
+    sb_free(&full);
     sb_free(&proxied);
-    struct MHD_Response *resp = make_response(h, c, &r);
-    models_release(r.held, r.held_work); /* a stream took its own hold; otherwise the reply no longer needs the model */
+    return send_reply(h, c, url, method, &r);
+}
+
+/* Queues r as the reply, with the headers every reply carries. */
+static enum MHD_Result send_reply(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                  route_reply *r) {
+    struct MHD_Response *resp = make_response(h, c, r);
+    models_release(r->held,
+                   r->held_work); /* a stream took its own hold; otherwise the reply no longer needs the model */
     if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", r.ctype ? r.ctype : "application/json");
+    MHD_add_response_header(resp, "Content-Type", r->ctype ? r->ctype : "application/json");
     MHD_add_response_header(resp, "Server", "trit");
     if (!strncmp(url, "/metrics", 8)) {
         char t[32];
@@ -186,12 +287,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         MHD_add_response_header(resp, "Process-Start-Time-Unix", t);
     }
     add_cors(h, c, method, resp);
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r.status, resp);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
+    set_busy(cls, c, 0); /* the next request on this connection starts its clock now */
     conn_state *cs = *con_cls;
     if (cs) sb_free(&cs->body), free(cs);
     *con_cls = NULL;
@@ -223,14 +325,23 @@ static struct MHD_Daemon *listen_on(srv_http *h, const http_addr *a) {
     uint16_t port = (uint16_t)h->sv->cfg.port;
     struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
     struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+    /* poll(), not select(): thousands of connections may be open, beyond select's 1024 */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
     const struct sockaddr *addr = (const struct sockaddr *)&a4;
     if (a->v6) memcpy(&a6.sin6_addr, a->addr, 16), addr = (const struct sockaddr *)&a6, flags |= MHD_USE_IPv6;
     else memcpy(&a4.sin_addr, a->addr, 4);
-    int timeout = h->sv->cfg.timeout_s > 0 ? h->sv->cfg.timeout_s : 0;
+    const srv_config *cfg = &h->sv->cfg;
+    const unsigned timeout = cfg->timeout_s > 0 ? (unsigned)cfg->timeout_s : 0;
+    struct MHD_OptionItem limits[3] = {{MHD_OPTION_END, 0, NULL}}; /* the limits given (0: libmicrohttpd's) */
+    int k = 0;
+    if (cfg->max_connections > 0)
+        limits[k++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, NULL};
+    if (cfg->max_connections_per_ip > 0)
+        limits[k++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip, NULL};
+    limits[k] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     return MHD_start_daemon(flags, port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout,
-                            MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_ARRAY, limits, MHD_OPTION_END);
 }
 
 srv_http *http_start(server *sv, char *err, size_t errlen) {
@@ -240,17 +351,36 @@ srv_http *http_start(server *sv, char *err, size_t errlen) {
     srv_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
     h->sv = sv;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->wake, NULL);
     for (; h->n < n; h->n++)
         if (!(h->d[h->n] = listen_on(h, &addrs[h->n]))) {
             snprintf(err, errlen, "cannot listen on %s port %d", sv->cfg.host, sv->cfg.port);
             http_stop(h);
             return NULL;
         }
+    if (sv->cfg.header_timeout_s > 0) {
+        if (pthread_create(&h->watcher, NULL, watch, h)) {
+            snprintf(err, errlen, "cannot start a thread");
+            http_stop(h);
+            return NULL;
+        }
+        h->watching = 1;
+    }
     return h;
 }
 
 void http_stop(srv_http *h) {
     if (!h) return;
+    if (h->watching) {
+        pthread_mutex_lock(&h->mu);
+        h->stop = 1;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->watcher, NULL);
+    }
     for (int i = 0; i < h->n; i++) MHD_stop_daemon(h->d[i]);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->wake);
     free(h);
 }

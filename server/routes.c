@@ -15,6 +15,8 @@ void srv_config_defaults(srv_config *c) {
     c->gpu_device = -1; /* TRIT_VK_DEVICE, else the first */
     c->n_ctx = 4096;
     c->timeout_s = 600;
+    c->header_timeout_s = 30;
+    c->max_connections = 1024;
     c->slots = 1;
     c->n_predict = -1;
     c->queue_max = 64;

@@ -35,6 +35,8 @@ typedef struct {
     int n_batch; /* -b: prompt and decode rows per scheduler step; 0: the scheduler's default */
     int ping_ms; /* SSE keep-alive comment interval while a stream is silent */
     size_t body_max; /* request bodies above this get 413 */
+    int header_timeout_s; /* a request not read whole within this is dropped (slow clients); 0: never */
+    int max_connections, max_connections_per_ip; /* 0: libmicrohttpd's own (none per address) */
     trit_sampler_params sp;
     /* the shell (cli/serve_flags.c, http.c, models.c); host and alias may be comma lists */
     const char *tags, *cors_methods, *cors_headers, *models_dir, *predict_route;

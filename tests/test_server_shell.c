@@ -3,6 +3,7 @@
  * CORS proxy's HTTP client. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,7 +557,114 @@ static void test_stream_releases_model(void) {
     free_table_server(sv);
 }
 
+/* A socket to 127.0.0.1:port from the source address src (127.0.0.x), or -1. */
+static int connect_from(const char *src, int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || connect(fd, (struct sockaddr *)&to, sizeof to))
+        return fd >= 0 ? close(fd), -1 : -1;
+    return fd;
+}
+
+/* Whether the server has closed fd (within wait_ms). */
+static int closed_by_server(int fd, int wait_ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    return poll(&p, 1, wait_ms) == 1 && recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* A thousand clients that send a header byte now and then (slowloris) neither stop another
+ * client from being answered nor hold their connections past --header-timeout (they were held
+ * forever, a thread each); --max-connections-per-ip closes one address's extra connections. */
+static void test_slow_connections(void) {
+    srv_config c;
+    char dir[64], err[256];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    router_cfg(&c, dir);
+    c.port = 22000 + (int)(getpid() % 2000);
+    c.header_timeout_s = 2;
+    c.max_connections = 2000;
+    c.max_connections_per_ip = 1000;
+    server *sv = table_server(&c);
+    REQUIRE(sv);
+    srv_http *h = http_start(sv, err, sizeof err);
+    REQUIREF(h, "%s", err);
+    enum { SLOW = 1000 };
+    static int fds[SLOW];
+    int opened = 0;
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = connect_from("127.0.0.2", c.port);
+        if (fds[i] >= 0 && send(fds[i], "GET /health HTTP/1.1\r\nHost: x\r\n", 31, MSG_NOSIGNAL) == 31) opened++;
+    }
+    CHECKF(opened == SLOW, "%d of %d slow clients connected", opened, SLOW);
+    const int extra = connect_from("127.0.0.2", c.port); /* one more from that address: closed */
+    CHECK(extra >= 0 && closed_by_server(extra, 3000));
+    if (extra >= 0) close(extra);
+    char url[128];
+    proxy_reply pr = {0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/health", c.port);
+    CHECKF(proxy_fetch("GET", url, NULL, NULL, 0, &pr, err, sizeof err) == 0 && pr.status == 200, "%s", err);
+    free(pr.body);
+    int shut = 0;
+    for (int i = 0; i < SLOW; i++)
+        if (fds[i] >= 0) shut += closed_by_server(fds[i], 6000), close(fds[i]);
+    CHECKF(shut == SLOW, "%d of %d slow clients were shut out", shut, SLOW);
+    http_stop(h);
+    free_table_server(sv);
+    rm_tmpdir(dir);
+}
+
+/* The reply to one raw request (what arrives within 5 s), malloc'd. */
+static char *raw_exchange(int port, const char *req, size_t len, size_t filler) {
+    const int fd = connect_from("127.0.0.1", port);
+    if (fd < 0) return NULL;
+    char *out = calloc(1, 4096), pad[4096];
+    memset(pad, 'a', sizeof pad);
+    ssize_t sent = send(fd, req, len, MSG_NOSIGNAL);
+    for (size_t k = 0; sent >= 0 && k < filler; k += sizeof pad) sent = send(fd, pad, sizeof pad, MSG_NOSIGNAL);
+    size_t got = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (out && got < 4095 && poll(&p, 1, 5000) == 1) {
+        const ssize_t k = recv(fd, out + got, 4095 - got, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    return out;
+}
+
+/* A body announced or streamed past the limit gets its 413 at once, the rest never read (a
+ * Content-Length of 1 TB, or a chunk of 2^64-1 bytes, was waited for and then closed on). */
+static void test_body_limit_at_once(void) {
+    srv_config c;
+    char dir[64], err[256];
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    router_cfg(&c, dir);
+    c.port = 24000 + (int)(getpid() % 2000);
+    c.body_max = 1024;
+    server *sv = table_server(&c);
+    REQUIRE(sv);
+    srv_http *h = http_start(sv, err, sizeof err);
+    REQUIREF(h, "%s", err);
+    static const char big[] = "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: 1000000000000\r\n\r\n{\"prompt\":";
+    static const char chunked[] = "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+    char *a = raw_exchange(c.port, big, sizeof big - 1, 0),
+         *b = raw_exchange(c.port, chunked, sizeof chunked - 1, 8192);
+    CHECKF(a && !strncmp(a, "HTTP/1.1 413", 12), "'%s'", a ? a : "");
+    CHECKF(b && !strncmp(b, "HTTP/1.1 413", 12), "'%s'", b ? b : "");
+    free(a), free(b);
+    http_stop(h);
+    free_table_server(sv);
+    rm_tmpdir(dir);
+}
+
 const test_case server_shell_tests[] = {
+    {"body_limit_at_once", test_body_limit_at_once},
+    {"slow_connections", test_slow_connections},
     {"every_flag", test_every_flag},
     {"flag_values", test_flag_values},
     {"flag_env", test_flag_env},
