@@ -129,6 +129,10 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
         o->no_mmap = 1;
         return 1;
     }
+    if (IS("--no-check", NULL)) {
+        o->no_check = 1;
+        return 1;
+    }
     if (arg_no_repack(a)) {
         o->no_repack = 1;
         return 1;
@@ -154,6 +158,7 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
     char err[512];
     trit_model_params mp = trit_model_default_params();
     mp.use_mmap = !o->no_mmap;
+    mp.check = !o->no_check;
     mp.repack = !o->no_repack;
     mp.n_gpu_layers = o->n_gpu_layers;
     mp.gpu_device = o->gpu_device;

@@ -7,7 +7,7 @@
 
 typedef struct {
     const char *model;
-    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, kv_f32[2];
+    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, no_check, kv_f32[2];
     trit_sampler_params sp;
     trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
     int n_bias;
@@ -36,6 +36,7 @@ typedef struct {
     "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"                   \
     "  --no-mmap               read the model into memory instead of mapping it\n"                     \
     "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n"               \
+    "  --no-check              skip the load-time check that every scale and weight is finite\n"      \
     "  -ngl, --n-gpu-layers N  the last N layers on the GPU (Vulkan); all, or auto: what fits\n"
 
 gen_opts gen_default_opts(void);

@@ -72,6 +72,11 @@ static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run
                     size_t len) {
     char err[512];
     int n_vocab = trit_model_n_vocab(m);
+    if (trit_tokens_at_least(m, len) >= trit_session_n_ctx(s)) { /* known from its length: not tokenized */
+        fprintf(stderr, "trit run: the prompt (%zu bytes) has at least %lld tokens, more than the context of %d\n", len,
+                (long long)trit_tokens_at_least(m, len), trit_session_n_ctx(s));
+        return 1;
+    }
     int cap = (int)len + 8;
     int32_t *toks = malloc((size_t)cap * sizeof *toks);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);

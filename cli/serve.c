@@ -28,6 +28,7 @@ static const char *usage =
     "  --header-timeout N      seconds a request may take to arrive whole (default 30; 0: no limit)\n"
     "  --max-connections N     open connections at most (default 1024)\n"
     "  --max-connections-per-ip N  open connections from one address at most (default 0: no limit)\n"
+    "  --no-check              skip the load-time check that every scale and weight is finite\n"
     "  --metrics               enable GET /metrics                         LLAMA_ARG_ENDPOINT_METRICS\n"
     "  --slots, --no-slots     enable or disable GET /slots (default on)   LLAMA_ARG_ENDPOINT_SLOTS\n"
     "  --cors-origins LIST     origins allowed (* = any, localhost, or exact origins; default *) "

@@ -107,6 +107,7 @@ static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cac
 static int set_metrics(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.metrics); }
 static int set_slots(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.slots); }
 static int set_repack(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.repack); }
+static int set_no_check(serve_opts *o, const char *f, const char *v) { return o->c.no_check = 1, 0; }
 /* llama-server's --device: N or VulkanN picks the GPU, none keeps the model on the CPU */
 static int set_device(serve_opts *o, const char *f, const char *v) {
     if (!strcmp(v, "none")) return o->c.n_gpu_layers = 0, 0;
@@ -272,6 +273,7 @@ const serve_flag serve_flags[] = {
     {"--yarn-beta-fast", NULL, "LLAMA_ARG_YARN_BETA_FAST", F_VALUE, NULL},
     {"-kvo|--kv-offload", "-nkvo|--no-kv-offload", "LLAMA_ARG_KV_OFFLOAD", F_BOOL, NULL},
     {"--repack", "-nr|--no-repack", "LLAMA_ARG_REPACK", F_BOOL, set_repack},
+    {"--no-check", NULL, "TRIT_NO_CHECK", F_SWITCH, set_no_check},
     {"--no-host", NULL, "LLAMA_ARG_NO_HOST", F_SWITCH, NULL},
     {"-ctk|--cache-type-k", NULL, "LLAMA_ARG_CACHE_TYPE_K", F_VALUE, set_ctk},
     {"-ctv|--cache-type-v", NULL, "LLAMA_ARG_CACHE_TYPE_V", F_VALUE, set_ctv},

@@ -40,6 +40,8 @@ typedef struct {
                          else ~/.cache/trit); 0 uses the file's layout (--no-repack) */
     uint64_t repack_cache_min; /* default 16 MiB: repacked bytes from which the cache is used
                                   (smaller models repack in memory); 0 always, UINT64_MAX never */
+    int check; /* default 1: every block scale and float value must be finite, else the file is
+                  refused naming the tensor; 0 skips the pass over the weights (--no-check) */
 } trit_model_params;
 
 /* -ngl auto: the last layers that fit in the device's memory beside their output head and a
@@ -95,6 +97,9 @@ int trit_add_bos(const trit_model *m); /* whether prompts start with BOS */
  * INT_MIN on invalid input (NULL text, absurd length, out of memory). len + 8 tokens always suffice. */
 int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
                   int32_t *tokens, int max_tokens);
+/* A lower bound on the tokens of any len bytes of text (len over the longest token's bytes), so
+ * that a text far too long for a context is refused before it is tokenized. */
+int64_t trit_tokens_at_least(const trit_model *m, size_t len);
 /* Bytes of one token's text (byte tokens decoded, SPM's U+2581 turned into spaces); with
  * special = 0, control tokens render as nothing. Returns the length, -(needed length) when size is
  * too small, or INT_MIN for an id outside the vocabulary. */

@@ -113,6 +113,7 @@ static int load(srv_model *e, char *err, size_t errlen) {
     }
     trit_model_params mp = trit_model_default_params();
     mp.repack = ms->cfg.repack;
+    mp.check = !ms->cfg.no_check;
     mp.n_gpu_layers = ms->cfg.n_gpu_layers;
     mp.n_ctx = ms->cfg.n_ctx;
     mp.gpu_device = ms->cfg.gpu_device;

@@ -2,6 +2,7 @@
  * reply.c builds the JSON replies; here a parsed request gets its prompt tokens and becomes a
  * task. No sockets here, so tests call it. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,34 @@ void srv_config_defaults(srv_config *c) {
 
 /* ---- prompts ---- */
 
+static int text_may_fit(server *sv, size_t len, route_reply *r);
+
+/* Texts above a MiB are tokenized two at a time: the tokenizer's working memory is some tens of
+ * bytes per byte of text, and every connection has a thread. */
+#define BIG_TEXT (1u << 20)
+static pthread_mutex_t big_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t big_cv = PTHREAD_COND_INITIALIZER;
+static int big_running;
+
+static int tokenize_into(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                         int32_t *t, int cap) {
+    const int big = len > BIG_TEXT;
+    if (big) {
+        pthread_mutex_lock(&big_mu);
+        while (big_running >= 2) pthread_cond_wait(&big_cv, &big_mu);
+        big_running++;
+        pthread_mutex_unlock(&big_mu);
+    }
+    const int n = trit_tokenize(m, text, len, add_special, parse_special, t, cap);
+    if (big) {
+        pthread_mutex_lock(&big_mu);
+        big_running--;
+        pthread_cond_signal(&big_cv);
+        pthread_mutex_unlock(&big_mu);
+    }
+    return n;
+}
+
 /* Tokenizes text into a malloc'd array; NULL on failure. */
 static int32_t *tokenize(const trit_model *m, const char *text, int add_special, int parse_special, int *n) {
     size_t len = strlen(text);
@@ -46,7 +75,7 @@ static int32_t *tokenize(const trit_model *m, const char *text, int add_special,
     int cap = (int)len + 8;
     int32_t *t = malloc((size_t)cap * sizeof *t);
     if (!t) return NULL;
-    *n = trit_tokenize(m, text, len, add_special, parse_special, t, cap);
+    *n = tokenize_into(m, text, len, add_special, parse_special, t, cap);
     if (*n < 0) return free(t), NULL;
     return t;
 }
@@ -82,6 +111,9 @@ static int resolve_bias(const trit_model *m, srv_req *q) {
  * llama-server does it), ids checked against the vocabulary. NULL with an error reply. */
 static int32_t *prompt_tokens(server *sv, const srv_prompt *p, int *n, route_reply *r) {
     int n_vocab = trit_model_n_vocab(sv->model), cap = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < p->n_parts; i++) bytes += p->parts[i].text ? strlen(p->parts[i].text) : 0;
+    if (!text_may_fit(sv, bytes, r)) return NULL;
     for (int i = 0; i < p->n_parts; i++) {
         size_t len = p->parts[i].text ? strlen(p->parts[i].text) : 0;
         if (len > (size_t)INT_MAX / 2 - (size_t)cap - 16) return route_error(r, 400, "the prompt is too long"), NULL;
@@ -100,7 +132,7 @@ static int32_t *prompt_tokens(server *sv, const srv_prompt *p, int *n, route_rep
             t[(*n)++] = pp->tok;
             continue;
         }
-        int k = trit_tokenize(sv->model, pp->text, strlen(pp->text), i == 0, 1, t + *n, cap - *n);
+        int k = tokenize_into(sv->model, pp->text, strlen(pp->text), i == 0, 1, t + *n, cap - *n);
         if (k < 0) return free(t), route_error(r, 400, "the prompt cannot be tokenized"), NULL;
         *n += k;
     }
@@ -117,6 +149,7 @@ static int32_t *chat_tokens(server *sv, srv_req *q, int *n, route_reply *r) {
     char err[512] = "";
     char *text = render_chat(sv->model, &sv->cfg, q, err, sizeof err);
     if (!text) return route_error(r, 400, err), NULL;
+    if (!text_may_fit(sv, strlen(text), r)) return free(text), NULL;
     int32_t *t = tokenize(sv->model, text, 1, 1, n);
     free(text);
     if (!t) route_error(r, 400, "the prompt cannot be tokenized");
@@ -146,19 +179,29 @@ void random_id(char *out, size_t n, const char *prefix, int task) {
     out[k] = 0;
 }
 
-/* Whether a prompt of n tokens fits a slot; otherwise an error reply as llama-server's. */
-static int prompt_fits(server *sv, int n, route_reply *r) {
+/* Whether a prompt of n tokens (at_least: n is a lower bound) fits a slot; otherwise an error
+ * reply as llama-server's. */
+static int prompt_fits_(server *sv, int64_t n, int at_least, route_reply *r) {
     int ctx = sched_slot_ctx(sv->sch);
-    if (n == 0) return route_error(r, 400, "the prompt is empty"), 0;
+    if (n == 0 && !at_least) return route_error(r, 400, "the prompt is empty"), 0;
     if (n <= ctx) return 1;
     char err[160];
-    snprintf(err, sizeof err, "request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
-             n, ctx);
+    snprintf(err, sizeof err,
+             "request (%s%lld tokens) exceeds the available context size (%d tokens), try increasing it",
+             at_least ? "at least " : "", (long long)n, ctx);
     json_t *j = error_obj(400, "exceed_context_size_error", err);
-    json_object_set_new(json_object_get(j, "error"), "n_prompt_tokens", json_integer(n));
+    json_object_set_new(json_object_get(j, "error"), "n_prompt_tokens", json_integer((json_int_t)n));
     json_object_set_new(json_object_get(j, "error"), "n_ctx", json_integer(ctx));
     reply_json(r, 400, j);
     return 0;
+}
+
+static int prompt_fits(server *sv, int n, route_reply *r) { return prompt_fits_(sv, n, 0, r); }
+
+/* Whether text of len bytes may fit a slot, judged before tokenizing it (a text whose length
+ * alone proves it too long costs no tokenizer memory); otherwise the same error reply. */
+static int text_may_fit(server *sv, size_t len, route_reply *r) {
+    return prompt_fits_(sv, trit_tokens_at_least(sv->model, len), 1, r);
 }
 
 /* The request's tasks, one per prompt and choice, chained by sibling; every prompt is tokenized

@@ -42,6 +42,7 @@ typedef struct {
     const char *tags, *cors_methods, *cors_headers, *models_dir, *predict_route;
     int cors_explicit; /* --cors-origins was given (else "*" is the default) */
     int cors_credentials, verbose, ui_mcp_proxy, models_max, models_autoload, repack;
+    int no_check; /* --no-check: skip the load-time finiteness check of the weights */
     int n_gpu_layers, gpu_device; /* -ngl and --device: trit_model_params' */
     int sleep_idle_s; /* -1: never sleep */
     /* the prompt cache and the slots (sched.c) */

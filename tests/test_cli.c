@@ -98,6 +98,23 @@ static void test_serve_empty_key(void) {
     check_refused(args, "trit serve: --api-key holds no key");
 }
 
+/* A prompt file whose length alone proves it too long is refused without tokenizing it (a 50 MB
+ * prompt took 57 s to be refused). */
+static void test_run_prompt_too_long(void) {
+    char dir[64], path[128], args[512], *out = NULL, *err = NULL;
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/long.txt", dir);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f);
+    for (int i = 0; i < (1 << 16); i++) fputs("Once upon a time", f);
+    REQUIRE(!fclose(f));
+    snprintf(args, sizeof args, "run -m %s -f %s -c 256 -n 1", shared_path("data/models/stories260K.gguf"), path);
+    const int rc = trit(args, &out, &err);
+    CHECKF(rc == 1 && err && count_lines(err) == 1 && strstr(err, "bytes) has at least"), "%d %s", rc, err ? err : "");
+    free(out), free(err);
+    rm_tmpdir(dir);
+}
+
 static void test_help(void) {
     const char *cmds[] = {"--help", "run --help", "chat --help", "tokenize --help", "inspect --help", "logits --help"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -310,6 +327,7 @@ const test_case cli_tests[] = {
     {"non_regular_inputs", test_non_regular_inputs},
     {"sampler_range", test_sampler_range},
     {"serve_empty_key", test_serve_empty_key},
+    {"run_prompt_too_long", test_run_prompt_too_long},
     {"bad_input", test_bad_input},
     {"help", test_help},
     {"run_greedy", test_run_greedy},

@@ -454,7 +454,67 @@ static void test_eval_batch(void) {
     trit_model_free(m);
 }
 
+/* A copy of src at dst with the 16 bits at tensor name's byte off set to bits. */
+static int patch_tensor(const char *src, const char *dst, const char *name, size_t off, uint16_t bits) {
+    trit_err e;
+    gguf_file *f = gguf_open(src, 1, &e);
+    const gguf_tensor *t = f ? gguf_find_tensor(f, name) : NULL;
+    size_t n = 0;
+    uint8_t *bytes = read_file(src, &n);
+    int rc = -1;
+    if (t && bytes && off + 2 <= t->size) {
+        memcpy(bytes + ((const uint8_t *)t->data - (const uint8_t *)f->map.data) + off, &bits, 2);
+        FILE *o = fopen(dst, "wb");
+        rc = o && fwrite(bytes, 1, n, o) == n ? 0 : -1;
+        if (o && fclose(o)) rc = -1;
+    }
+    free(bytes);
+    gguf_close(f);
+    return rc;
+}
+
+/* A NaN or an infinity in a block scale or a float weight refuses the model, naming the tensor,
+ * in trit run and in trit quantize (both loaded it and printed garbage); --no-check loads it.
+ * quantize also refuses what run refuses for its keys (a BOS id outside the vocabulary). */
+static void test_nonfinite_refused(void) {
+    char dir[64], nan_scale[128], inf_norm[128], bad_bos[128], cmd[2048], *out = NULL;
+    REQUIRE(make_tmpdir(dir, sizeof dir));
+    const char *src = shared_path("golden/models/tiny-qwen3-PTQ1_0.gguf");
+    snprintf(nan_scale, sizeof nan_scale, "%s/nan.gguf", dir);
+    snprintf(inf_norm, sizeof inf_norm, "%s/inf.gguf", dir);
+    snprintf(bad_bos, sizeof bad_bos, "%s/bos.gguf", dir);
+    const type_traits *tt = type_get(TYPE_PTQ1_0);
+    REQUIRE(!patch_tensor(src, nan_scale, "blk.1.ffn_down.weight", 3 * tt->size + (size_t)tt->scale_at, 0x7e00));
+    REQUIRE(!patch_tensor(src, inf_norm, "blk.0.attn_norm.weight", 4 * 5 + 2, 0x7f80)); /* f32 +inf, high half */
+    const gguf_kv bos = {.key = "tokenizer.ggml.bos_token_id", .type = GGUF_U32, .n = 1, .v.u64 = 1u << 30};
+    REQUIRE(!gguf_copy_edit(src, bad_bos, "tokenizer.ggml.bos_token_id", &bos, NULL));
+    const struct {
+        const char *args, *path, *want;
+    } cases[] = {
+        {"run -m %s -p hi -n 2", nan_scale, "'blk.1.ffn_down.weight' holds a NaN or an infinity (element 384)"},
+        {"run -m %s -p hi -n 2", inf_norm, "'blk.0.attn_norm.weight' holds a NaN or an infinity (element 5)"},
+        {"quantize %s %s/out.gguf Q8_0", nan_scale, "'blk.1.ffn_down.weight' holds a NaN"},
+        {"quantize %s %s/out.gguf Q8_0", bad_bos, "bos_token_id = 1073741824 is not a token id"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[512];
+        snprintf(args, sizeof args, cases[i].args, cases[i].path, dir);
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 </dev/null", trit_bin(), args);
+        const int rc = run_cmd(cmd, &out);
+        CHECKF(rc == 1 && out && count_lines(out) == 1 && strstr(out, cases[i].want), "trit %s: %d '%s'", args, rc,
+               out ? out : "");
+        free(out), out = NULL;
+    }
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 --no-check 2>&1 </dev/null", trit_bin(), nan_scale);
+    CHECK(run_cmd(cmd, &out) == 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 2>&1 </dev/null", trit_bin(), bad_bos);
+    CHECK(run_cmd(cmd, NULL) == 1); /* what quantize now refuses, run refused already */
+    rm_tmpdir(dir);
+}
+
 const test_case model_tests[] = {
+    {"nonfinite_refused", test_nonfinite_refused},
     {"eval_batch", test_eval_batch},
     {"session_batch_and_copy", test_session_batch_and_copy},
     {"stories_perplexity", test_stories_perplexity},

@@ -540,6 +540,28 @@ static void test_error_exceed_context(void) {
     close_server(sv);
 }
 
+/* A prompt whose length alone proves it too long is refused before it is tokenized (15.6 MB
+ * bodies cost ~540 MB each in the tokenizer): the reply gives the lower bound it judged by. */
+static void test_exceed_context_untokenized(void) {
+    server *sv = open_server();
+    REQUIRE(sv);
+    const size_t n = 4u << 20;
+    strbuf b = {0};
+    sb_add(&b, "{\"messages\":[{\"role\":\"user\",\"content\":\"", 39);
+    for (size_t i = 0; i < n / 16; i++) sb_add(&b, "Once upon a time", 16);
+    sb_add(&b, "\"}]}", 4);
+    json_t *j = post(sv, "/v1/chat/completions", b.s, 400);
+    check_error(j, 400, "exceed_context_size_error");
+    json_t *e = json_object_get(j, "error");
+    CHECKF(strstr(json_string_value(json_object_get(e, "message")), "request (at least "), "%s",
+           json_string_value(json_object_get(e, "message")));
+    CHECK(json_integer_value(json_object_get(e, "n_prompt_tokens")) > 256);
+    json_decref(j);
+    sb_free(&b);
+    check_alive(sv);
+    close_server(sv);
+}
+
 static void with_keys(srv_config *c) {
     static char *keys[] = {"k1", "k2", NULL};
     c->api_keys = keys;
@@ -717,6 +739,7 @@ const test_case server_tests[] = {
     {"error_400_fields", test_error_400_fields},
     {"grammar", test_grammar},
     {"error_exceed_context", test_error_exceed_context},
+    {"exceed_context_untokenized", test_exceed_context_untokenized},
     {"error_401", test_error_401},
     {"error_404_501", test_error_404_501},
     {"error_413", test_error_413},

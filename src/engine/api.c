@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "text/chat.h"
 #include "text/grammar.h"
+#include "text/vocab.h"
 #include "types/types.h"
 
 struct trit_model {
@@ -39,8 +40,12 @@ static void copy_err(const trit_err *e, char *err, size_t errlen) {
 }
 
 trit_model_params trit_model_default_params(void) {
-    trit_model_params p = {
-        .use_mmap = 1, .n_gpu_layers = 0, .gpu_device = -1, .repack = 1, .repack_cache_min = BACKEND_REPACK_CACHE_MIN};
+    trit_model_params p = {.use_mmap = 1,
+                           .n_gpu_layers = 0,
+                           .gpu_device = -1,
+                           .repack = 1,
+                           .repack_cache_min = BACKEND_REPACK_CACHE_MIN,
+                           .check = 1};
     return p;
 }
 
@@ -93,6 +98,7 @@ trit_model *trit_model_load(const char *path, const trit_model_params *p, char *
         return NULL;
     }
     tm->m = model_load(path, p->use_mmap, &e);
+    if (tm->m && p->check && model_check_finite(tm->m, &e)) model_free(tm->m), tm->m = NULL;
     const backend_params bp = {
         .use_mmap = p->use_mmap, .repack = p->repack, .repack_cache_min = p->repack_cache_min, .device = p->gpu_device};
     if (tm->m && p->n_gpu_layers && open_device(tm, p->n_gpu_layers, p->n_ctx, &bp)) {
@@ -186,6 +192,10 @@ int trit_add_bos(const trit_model *m) { return vocab_add_bos(m->m->vocab); }
 int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
                   int32_t *tokens, int max_tokens) {
     return vocab_tokenize(m->m->vocab, text, len, add_special, parse_special, tokens, max_tokens);
+}
+
+int64_t trit_tokens_at_least(const trit_model *m, size_t len) {
+    return (int64_t)(len / (size_t)m->m->vocab->max_piece);
 }
 
 int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special) {

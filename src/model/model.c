@@ -98,14 +98,9 @@ static void describe(model *m) {
              m->rot.present ? "Hadamard-rotated" : "no rotation declared");
 }
 
-model *model_load(const char *path, int use_mmap, trit_err *err) {
-    model *m = calloc(1, sizeof *m);
-    if (!m) {
-        fail(err, "out of memory");
-        return NULL;
-    }
-    m->file = gguf_open(path, use_mmap, err);
-    if (!m->file) goto bad;
+/* Reads m->file into m: hyperparameters, vocabulary, every tensor bound and checked. */
+static model *build(model *m, trit_err *err) {
+    const char *path = m->file->path;
     const char *arch = NULL;
     int r = gguf_get_str(m->file, "general.architecture", &arch, err);
     if (r < 0) goto bad;
@@ -159,6 +154,32 @@ bad:
     return NULL;
 }
 
+model *model_load(const char *path, int use_mmap, trit_err *err) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) return fail(err, "out of memory"), NULL;
+    if (!(m->file = gguf_open(path, use_mmap, err))) return model_free(m), NULL;
+    return build(m, err);
+}
+
+model *model_of_file(gguf_file *f, trit_err *err) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) return fail(err, "out of memory"), NULL;
+    m->file = f, m->borrowed_file = 1;
+    return build(m, err);
+}
+
+int model_check_finite(const model *m, trit_err *err) {
+    for (size_t i = 0; i < m->file->n_tensors; i++) {
+        const gguf_tensor *t = &m->file->tensors[i];
+        if (!t->data) continue;
+        const int64_t bad = type_first_nonfinite(t->type, t->data, t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+        if (bad >= 0)
+            return fail(err, "%s: tensor '%s' holds a NaN or an infinity (element %lld): the file is damaged",
+                        m->file->path, t->name, (long long)bad);
+    }
+    return 0;
+}
+
 int model_has_weights(const model *m) { return m->layers != NULL; }
 
 void model_free(model *m) {
@@ -168,6 +189,6 @@ void model_free(model *m) {
     free(m->owned);
     rot_contract_free(&m->rot);
     vocab_free(m->vocab);
-    gguf_close(m->file);
+    if (!m->borrowed_file) gguf_close(m->file);
     free(m);
 }

@@ -92,11 +92,18 @@ struct model {
     float **owned; /* decoded 1-D tensors (norms, conv, ...), freed with the model */
     int n_owned, cap_owned;
     int n_weights; /* weights bound (ids 0..n_weights-1) */
+    int borrowed_file; /* model_of_file: the file is the caller's */
 };
 
 /* Opens path, reads hyperparameters, binds every tensor (shapes checked), loads the vocab.
  * A vocab-only file gives a model with no layers (tokenizing works, evaluation refuses). */
 model *model_load(const char *path, int use_mmap, trit_err *err);
+/* model_load over a file opened elsewhere (trit quantize's input, checked as trit run checks
+ * it): f is borrowed, model_free leaves it open. */
+model *model_of_file(gguf_file *f, trit_err *err);
+/* Every tensor's block scales and float values are finite; -1 with err naming the first tensor
+ * that holds a NaN or an infinity. Tensors without data (a conversion's, made later) pass. */
+int model_check_finite(const model *m, trit_err *err);
 void model_free(model *m);
 
 int model_has_weights(const model *m);

@@ -14,6 +14,7 @@
 #include "quant/calib.h"
 #include "gguf/gguf.h"
 #include "quant/gptq.h"
+#include "model/model.h"
 #include "model/rotation.h"
 #include "quant/ternarize.h"
 #include "convert/tsource.h"
@@ -588,6 +589,12 @@ int quant_file(const char *in, const char *out, const quant_params *p, quant_sum
     if (j.n_threads <= 0) j.n_threads = 1;
     if (tsource_open(in, &j.src, err)) return -1;
     j.f = j.src.f;
+    if (!j.src.rows) { /* a GGUF input: refused as trit run would refuse it, before any conversion */
+        model *m = model_of_file(j.f, err);
+        const int bad = !m || model_check_finite(m, err);
+        model_free(m);
+        if (bad) return tsource_close(&j.src), -1;
+    }
     sum->legacy_q2_0 = j.f->legacy_q2_0;
     int rc = -1;
     if (!plan_tensors(&j, err) && (!p->rotate || !plan_rotation(&j, err))) rc = write_file(&j, out, err);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/tokenizer.h"
+
 #define MAX_TOKEN_BYTES (1u << 20) /* longer "tokens" mean a corrupt file */
 
 #define FNV_SEED 2166136261u
@@ -371,6 +373,13 @@ vocab *vocab_load(const gguf_file *f, trit_err *err) {
         goto bad;
     }
     if (check_byte_tokens(v, f->path, err) || (v->kind == VOCAB_SPM && build_byte_table(v, f->path, err))) goto bad;
+    v->max_piece = 1;
+    for (int32_t i = 0; i < v->n; i++) {
+        char buf[64];
+        const int k = vocab_token_to_piece(v, i, buf, sizeof buf, 1);
+        const int len = k < 0 && k != INT_MIN ? -k : k;
+        if (len > v->max_piece) v->max_piece = len;
+    }
     return v;
 bad:
     vocab_free(v);

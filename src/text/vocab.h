@@ -39,6 +39,7 @@ struct vocab {
     int add_bos, add_eos, add_space_prefix;
     int32_t byte_tok[256]; /* SPM: fallback token of each byte */
     int32_t *special; /* control, user-defined and unknown ids, longest text first */
+    int max_piece; /* bytes of the longest token's text, decoded: n bytes of text are >= n / max_piece tokens */
     int n_special;
     /* BPE only */
     enum pretok_kind pre;

@@ -2,6 +2,8 @@
  * work on whole blocks: ternary codes and lossless PQ2_0 <-> PTQ1_0 transcoding. */
 #include "types/types.h"
 
+#include <stddef.h>
+#include <string.h>
 #include <strings.h>
 
 #include "types/quants.h"
@@ -9,18 +11,44 @@
 #include "base/util.h"
 
 static const type_traits traits[TYPE_COUNT] = {
-    [TYPE_F32] = {"F32", 1, 4, 0, 1, TYPE_F32, QUANT_FNS(f32)},
-    [TYPE_F16] = {"F16", 1, 2, 0, 1, TYPE_F16, QUANT_FNS(f16)},
-    [TYPE_BF16] = {"BF16", 1, 2, 0, 1, TYPE_BF16, QUANT_FNS(bf16)},
-    [TYPE_Q8_0] = {"Q8_0", 32, 34, 0, 1, TYPE_Q8_0, QUANT_FNS(q8_0)},
-    [TYPE_Q8_K] = {"Q8_K", 256, 292, 0, 0, TYPE_Q8_K, QUANT_FNS(q8_K)},
-    [TYPE_TQ1_0] = {"TQ1_0", 256, 54, 1, 1, TYPE_Q8_K, QUANT_FNS(tq1_0)},
-    [TYPE_TQ2_0] = {"TQ2_0", 256, 66, 1, 1, TYPE_Q8_K, QUANT_FNS(tq2_0)},
-    [TYPE_Q1_0] = {"Q1_0", 128, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q1_0)},
-    [TYPE_Q2_0] = {"Q2_0", 64, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q2_0)},
-    [TYPE_PQ2_0] = {"PQ2_0", 128, 34, 1, 1, TYPE_Q8_K, QUANT_FNS(pq2_0)},
-    [TYPE_PTQ1_0] = {"PTQ1_0", 128, 28, 1, 1, TYPE_Q8_K, QUANT_FNS(ptq1_0)},
+    [TYPE_F32] = {"F32", 1, 4, 0, 1, TYPE_F32, QUANT_FNS(f32), -1},
+    [TYPE_F16] = {"F16", 1, 2, 0, 1, TYPE_F16, QUANT_FNS(f16), -1},
+    [TYPE_BF16] = {"BF16", 1, 2, 0, 1, TYPE_BF16, QUANT_FNS(bf16), -1},
+    [TYPE_Q8_0] = {"Q8_0", 32, 34, 0, 1, TYPE_Q8_0, QUANT_FNS(q8_0), offsetof(block_q8_0, d)},
+    [TYPE_Q8_K] = {"Q8_K", 256, 292, 0, 0, TYPE_Q8_K, QUANT_FNS(q8_K), -1}, /* activations: an f32 scale */
+    [TYPE_TQ1_0] = {"TQ1_0", 256, 54, 1, 1, TYPE_Q8_K, QUANT_FNS(tq1_0), offsetof(block_tq1_0, d)},
+    [TYPE_TQ2_0] = {"TQ2_0", 256, 66, 1, 1, TYPE_Q8_K, QUANT_FNS(tq2_0), offsetof(block_tq2_0, d)},
+    [TYPE_Q1_0] = {"Q1_0", 128, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q1_0), offsetof(block_q1_0, d)},
+    [TYPE_Q2_0] = {"Q2_0", 64, 18, 0, 1, TYPE_Q8_0, QUANT_FNS(q2_0), offsetof(block_q2_0, d)},
+    [TYPE_PQ2_0] = {"PQ2_0", 128, 34, 1, 1, TYPE_Q8_K, QUANT_FNS(pq2_0), offsetof(block_pq2_0, d)},
+    [TYPE_PTQ1_0] = {"PTQ1_0", 128, 28, 1, 1, TYPE_Q8_K, QUANT_FNS(ptq1_0), offsetof(block_ptq1_0, d)},
 };
+
+int64_t type_first_nonfinite(uint32_t id, const void *data, int64_t n) {
+    const type_traits *t = type_get(id);
+    const uint8_t *p = data;
+    if (!t) return -1;
+    if (t->scale_at >= 0) { /* the blocks' f16 scales: exponent all ones is Inf or NaN */
+        for (int64_t b = 0; b < n / t->blck; b++) {
+            uint16_t d;
+            memcpy(&d, p + (size_t)b * t->size + (size_t)t->scale_at, 2);
+            if ((d & 0x7c00) == 0x7c00) return b * t->blck;
+        }
+        return -1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = 0;
+        if (id == TYPE_F32) {
+            memcpy(&v, p + 4 * i, 4);
+            if ((v & 0x7f800000u) == 0x7f800000u) return i;
+        } else {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            if ((h & (id == TYPE_F16 ? 0x7c00 : 0x7f80)) == (id == TYPE_F16 ? 0x7c00 : 0x7f80)) return i;
+        }
+    }
+    return -1;
+}
 
 /* Every id GGML ever assigned, for messages about files trit cannot run. */
 static const char *const ggml_names[] = {

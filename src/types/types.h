@@ -38,6 +38,7 @@ typedef struct {
     void (*quantize_act)(const float *src, void *dst, int64_t n);
     /* Reference dot product of n weights (this type) with n activations (vec_dot_type). */
     float (*vec_dot)(int64_t n, const void *w, const void *act);
+    int scale_at; /* byte offset of each block's f16 scale; -1: the type stores plain floats */
 } type_traits;
 
 /* Traits of a supported type, or NULL (unknown or unsupported id). */
@@ -50,6 +51,10 @@ int type_from_name(const char *name);
 uint32_t type_file_type(uint32_t id);
 /* Bytes of n elements; 0 when n is not a multiple of the block or on overflow. */
 uint64_t type_row_bytes(uint32_t id, int64_t n);
+
+/* The first of n elements (a multiple of the block) of type id whose value is not finite: a
+ * float that is NaN or infinite, or an element of a block whose scale is; -1 when all are. */
+int64_t type_first_nonfinite(uint32_t id, const void *data, int64_t n);
 
 /* Lossless PQ2_0 <-> PTQ1_0 (same trits, same f16 scale) over n elements.
  * Returns -1 when src holds a value the destination cannot store (PQ2_0 code 3 = +2d). */
