@@ -5,6 +5,9 @@ MODE    ?= release
 BUILD   ?= build/$(MODE)
 SHARED  ?= ../shared
 FUZZ_SECONDS ?= 60
+# each fuzz run's length: FUZZ_SECONDS of time (make fuzz), or FUZZ_RUNS inputs (make fuzz-long)
+FUZZ_LIMIT ?= -max_total_time=$(FUZZ_SECONDS)
+FUZZ_RUNS ?= 10000000
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_COMMON := -std=c11 -D_XOPEN_SOURCE=700 -D_DEFAULT_SOURCE $(WARN) -MMD -MP
@@ -54,7 +57,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-long fuzz-tokenizer fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -197,14 +200,14 @@ $(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall
+fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall fuzz-tokenizer
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
 	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
 	cp fuzz/safetensors_seeds/* build/fuzz/corpus_safetensors/
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
-	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
-	$(FUZZ_ST_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
+	$(FUZZ_BIN) $(FUZZ_LIMIT) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
+	$(FUZZ_REQ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
+	$(FUZZ_ST_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
 
 # libFuzzer target for the repack cache's header parser, seeded with fuzz/repack_cache_seeds.
 FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
@@ -215,7 +218,7 @@ $(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
 fuzz-repack-cache: $(FUZZ_RC_BIN)
 	@mkdir -p build/fuzz/corpus_repack_cache
 	cp fuzz/repack_cache_seeds/* build/fuzz/corpus_repack_cache/
-	$(FUZZ_RC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
+	$(FUZZ_RC_BIN) $(FUZZ_LIMIT) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
 
 # libFuzzer target for the JSON Schema -> GBNF converter, seeded with the schemas of the
 # converter's test cases.
@@ -228,7 +231,7 @@ fuzz-json-schema: $(FUZZ_JS_BIN)
 	@mkdir -p build/fuzz/corpus_json_schema
 	python3 -c 'import json; [open("build/fuzz/corpus_json_schema/case%d.json" % i, "w").write(c["schema"]) \
 		for i, c in enumerate(json.load(open("tests/data/json_schema/llama_cases.json")))]'
-	$(FUZZ_JS_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_json_schema
+	$(FUZZ_JS_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_json_schema
 
 # libFuzzer target for the GBNF parser and matcher, seeded with fuzz/grammar_seeds.
 FUZZ_GR_BIN := build/fuzz/fuzz_grammar
@@ -239,7 +242,7 @@ $(FUZZ_GR_BIN): fuzz/fuzz_grammar.c fuzz-lib
 fuzz-grammar: $(FUZZ_GR_BIN)
 	@mkdir -p build/fuzz/corpus_grammar
 	cp fuzz/grammar_seeds/* build/fuzz/corpus_grammar/
-	$(FUZZ_GR_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_grammar
+	$(FUZZ_GR_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_grammar
 
 # libFuzzer target for tool calls (the reply parser and the grammar of a required call), seeded
 # with fuzz/toolcall_seeds.
@@ -251,12 +254,27 @@ $(FUZZ_TC_BIN): fuzz/fuzz_toolcall.c fuzz-lib
 fuzz-toolcall: $(FUZZ_TC_BIN)
 	@mkdir -p build/fuzz/corpus_toolcall
 	cp fuzz/toolcall_seeds/* build/fuzz/corpus_toolcall/
-	$(FUZZ_TC_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_toolcall
+	$(FUZZ_TC_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_toolcall
+
+# libFuzzer target for the tokenizers (every vocabulary kind), seeded with the tokenizer test texts.
+FUZZ_TOK_BIN := build/fuzz/fuzz_tokenizer
+$(FUZZ_TOK_BIN): fuzz/fuzz_tokenizer.c fuzz-lib
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
+
+fuzz-tokenizer: $(FUZZ_TOK_BIN)
+	@mkdir -p build/fuzz/corpus_tokenizer
+	cp $(SHARED)/data/vocab/*.inp build/fuzz/corpus_tokenizer/
+	TRIT_SHARED=$(SHARED) $(FUZZ_TOK_BIN) $(FUZZ_LIMIT) -max_len=4096 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_tokenizer
+
+# Every target to FUZZ_RUNS inputs (docs/reliability.md has the figures).
+fuzz-long:
+	$(MAKE) fuzz fuzz-jinja FUZZ_LIMIT=-runs=$(FUZZ_RUNS)
 
 fuzz-request: $(FUZZ_REQ_BIN)
 	@mkdir -p build/fuzz/corpus_request
 	cp fuzz/request_seeds/* build/fuzz/corpus_request/
-	$(FUZZ_REQ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
+	$(FUZZ_REQ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
 
 # The kernels suite alone, cross-built for aarch64 (no jansson there) and run under qemu with a
 # CPU that has dotprod, then on one without (which must fall back to scalar). Needs
@@ -320,7 +338,7 @@ fuzz-jinja: $(JINJA_FUZZ_BIN)
 	@mkdir -p build/fuzz/jinja-corpus
 	python3 -c 'import json,sys; [open("build/fuzz/jinja-corpus/seed%d" % i, "w").write(c["template"]) for i, c in enumerate(json.load(open("tests/data/chat/jinja_templates.json")))]'
 	python3 -c 'import json; open("build/fuzz/jinja-corpus/qwen3", "w").write(json.load(open("$(SHARED)/data/tokenizers/qwen3/tokenizer_config.json"))["chat_template"])'
-	$(JINJA_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -dict=fuzz/jinja.dict build/fuzz/jinja-corpus
+	$(JINJA_FUZZ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -dict=fuzz/jinja.dict build/fuzz/jinja-corpus
 
 clean:
 	rm -rf build
@@ -346,6 +364,8 @@ help:
 	@echo "make fuzz-json-schema  fuzz the JSON Schema -> grammar converter for FUZZ_SECONDS"
 	@echo "make fuzz-grammar      fuzz the GBNF parser and matcher for FUZZ_SECONDS"
 	@echo "make fuzz-toolcall     fuzz the tool-call parser and the required call's grammar for FUZZ_SECONDS"
+	@echo "make fuzz-tokenizer    fuzz the tokenizers over every vocabulary kind for FUZZ_SECONDS"
+	@echo "make fuzz-long         every fuzz target to FUZZ_RUNS inputs (default 10000000)"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/bench/*.d)

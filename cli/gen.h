@@ -36,7 +36,7 @@ typedef struct {
     "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"                   \
     "  --no-mmap               read the model into memory instead of mapping it\n"                     \
     "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n"               \
-    "  --no-check              skip the load-time check that every scale and weight is finite\n"      \
+    "  --no-check              skip the load-time check that every scale and weight is finite\n"       \
     "  -ngl, --n-gpu-layers N  the last N layers on the GPU (Vulkan); all, or auto: what fits\n"
 
 gen_opts gen_default_opts(void);

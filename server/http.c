@@ -92,8 +92,14 @@ static void *watch(void *arg) {
 
 typedef struct {
     strbuf body;
-    int too_big;
+    int too_big; /* over the body limit: the rest is read and dropped, then 413 */
+    uint64_t dropped; /* bytes of such a body so far */
 } conn_state;
+
+/* An over-limit body is read to its end before the 413 (clients that are still sending see an
+ * early reply as a broken connection), up to this many times the limit; past that (a length
+ * of 1 TB, a chunk of 2^64-1 bytes) the 413 comes at once and the connection closes. */
+#define DRAIN_FACTOR 16
 
 typedef struct {
     sse_stream st;
@@ -217,9 +223,9 @@ static enum MHD_Result add_query(void *cls, enum MHD_ValueKind kind, const char 
 static enum MHD_Result send_reply(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
                                   route_reply *r);
 
-/* A body that outgrows the limit while it streams in (chunked, so no length was said first):
- * libmicrohttpd cannot queue a reply in the middle of a body, so the 413 is written to the
- * socket here and the connection closed, rather than waiting for a body that may never end. */
+/* A body that streams in past DRAIN_FACTOR times the limit (chunked, so no length was said
+ * first): libmicrohttpd cannot queue a reply in the middle of a body, so the 413 is written to
+ * the socket here and the connection closed, rather than waiting for a body that may never end. */
 static enum MHD_Result refuse_mid_body(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     route_reply r = {0};
@@ -244,13 +250,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (!cl || strtoull(cl, NULL, 10) <= h->sv->cfg.body_max) return MHD_YES;
-        cs->too_big = 1; /* said before the body: answered now, the body never read */
+        const unsigned long long said = cl ? strtoull(cl, NULL, 10) : 0;
+        if (said <= h->sv->cfg.body_max) return MHD_YES;
+        cs->too_big = 1;
+        if (said <= (unsigned long long)h->sv->cfg.body_max * DRAIN_FACTOR) return MHD_YES; /* read, dropped */
+        /* answered before the body, which is never read */
     } else if (*upload_size) {
-        if (cs->body.len + *upload_size > h->sv->cfg.body_max) return refuse_mid_body(c); /* a chunked body */
-        if (sb_add(&cs->body, upload, *upload_size)) return MHD_NO;
+        const size_t n = *upload_size;
         *upload_size = 0;
-        return MHD_YES;
+        if (!cs->too_big && cs->body.len + n > h->sv->cfg.body_max)
+            cs->too_big = 1, cs->dropped = cs->body.len, sb_free(&cs->body);
+        if (!cs->too_big) return sb_add(&cs->body, upload, n) ? MHD_NO : MHD_YES;
+        cs->dropped += n;
+        return cs->dropped > (uint64_t)h->sv->cfg.body_max * DRAIN_FACTOR ? refuse_mid_body(c) : MHD_YES;
     }
     set_busy(h, c, 1);
     if (cs->too_big) {

@@ -652,11 +652,15 @@ static void test_body_limit_at_once(void) {
                               "Content-Length: 1000000000000\r\n\r\n{\"prompt\":";
     static const char chunked[] = "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                                   "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+    static const char whole[] = "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: 4096\r\n\r\n";
     char *a = raw_exchange(c.port, big, sizeof big - 1, 0),
-         *b = raw_exchange(c.port, chunked, sizeof chunked - 1, 8192);
+         *b = raw_exchange(c.port, chunked, sizeof chunked - 1, 20000),
+         *d = raw_exchange(c.port, whole, sizeof whole - 1, 4096); /* read to its end, then 413 */
     CHECKF(a && !strncmp(a, "HTTP/1.1 413", 12), "'%s'", a ? a : "");
     CHECKF(b && !strncmp(b, "HTTP/1.1 413", 12), "'%s'", b ? b : "");
-    free(a), free(b);
+    CHECKF(d && !strncmp(d, "HTTP/1.1 413", 12), "'%s'", d ? d : "");
+    free(a), free(b), free(d);
     http_stop(h);
     free_table_server(sv);
     rm_tmpdir(dir);

@@ -302,8 +302,9 @@ long long trit_session_save_file(trit_session *s, const char *path, const int32_
 long long trit_session_load_file(trit_session *s, const char *path, int32_t *words, int max_words, int *n_words,
                                  char *err, size_t errlen) {
     trit_err e = {{0}};
-    FILE *f = file_open_read(path, &e);
-    long long n = f ? session_load(s->s, f, words, max_words, n_words, &e) : -1;
+    trit_err why;
+    FILE *f = file_open_read(path, &why);
+    long long n = f ? session_load(s->s, f, words, max_words, n_words, &e) : fail(&e, "cannot open %s", why.msg);
     if (f) fclose(f);
     if (n < 0) copy_err(&e, err, errlen);
     return n;
