@@ -182,11 +182,14 @@ fuzz-lib:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
 		$(FUZZ_BUILD)/libtrit-internal.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
-# libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
-FUZZ_BIN := build/fuzz/fuzz_gguf
-$(FUZZ_BIN): fuzz/fuzz_gguf.c fuzz-lib
+# Every target is fuzz/fuzz_NAME.c linked with that library (the request target, below, with the
+# server's objects too).
+build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
+
+# libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
+FUZZ_BIN := build/fuzz/fuzz_gguf
 
 # libFuzzer target for the server's request parsing, seeded with fuzz/request_seeds.
 FUZZ_REQ_BIN := build/fuzz/fuzz_request
@@ -196,9 +199,6 @@ $(FUZZ_REQ_BIN): fuzz/fuzz_request.c fuzz-lib
 
 # libFuzzer target for the safetensors reader, seeded with fuzz/safetensors_seeds.
 FUZZ_ST_BIN := build/fuzz/fuzz_safetensors
-$(FUZZ_ST_BIN): fuzz/fuzz_safetensors.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall fuzz-tokenizer
 	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
@@ -211,9 +211,6 @@ fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-sch
 
 # libFuzzer target for the repack cache's header parser, seeded with fuzz/repack_cache_seeds.
 FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
-$(FUZZ_RC_BIN): fuzz/fuzz_repack_cache.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-repack-cache: $(FUZZ_RC_BIN)
 	@mkdir -p build/fuzz/corpus_repack_cache
@@ -223,9 +220,6 @@ fuzz-repack-cache: $(FUZZ_RC_BIN)
 # libFuzzer target for the JSON Schema -> GBNF converter, seeded with the schemas of the
 # converter's test cases.
 FUZZ_JS_BIN := build/fuzz/fuzz_json_schema
-$(FUZZ_JS_BIN): fuzz/fuzz_json_schema.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-json-schema: $(FUZZ_JS_BIN)
 	@mkdir -p build/fuzz/corpus_json_schema
@@ -235,9 +229,6 @@ fuzz-json-schema: $(FUZZ_JS_BIN)
 
 # libFuzzer target for the GBNF parser and matcher, seeded with fuzz/grammar_seeds.
 FUZZ_GR_BIN := build/fuzz/fuzz_grammar
-$(FUZZ_GR_BIN): fuzz/fuzz_grammar.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-grammar: $(FUZZ_GR_BIN)
 	@mkdir -p build/fuzz/corpus_grammar
@@ -247,9 +238,6 @@ fuzz-grammar: $(FUZZ_GR_BIN)
 # libFuzzer target for tool calls (the reply parser and the grammar of a required call), seeded
 # with fuzz/toolcall_seeds.
 FUZZ_TC_BIN := build/fuzz/fuzz_toolcall
-$(FUZZ_TC_BIN): fuzz/fuzz_toolcall.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-toolcall: $(FUZZ_TC_BIN)
 	@mkdir -p build/fuzz/corpus_toolcall
@@ -258,9 +246,6 @@ fuzz-toolcall: $(FUZZ_TC_BIN)
 
 # libFuzzer target for the tokenizers (every vocabulary kind), seeded with the tokenizer test texts.
 FUZZ_TOK_BIN := build/fuzz/fuzz_tokenizer
-$(FUZZ_TOK_BIN): fuzz/fuzz_tokenizer.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-tokenizer: $(FUZZ_TOK_BIN)
 	@mkdir -p build/fuzz/corpus_tokenizer
@@ -330,9 +315,6 @@ bench: all $(BUILD)/bandwidth
 
 # libFuzzer target for the chat-template interpreter, seeded with the templates of the tests.
 JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
-$(JINJA_FUZZ_BIN): fuzz/fuzz_jinja.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
 fuzz-jinja: $(JINJA_FUZZ_BIN)
 	@mkdir -p build/fuzz/jinja-corpus

@@ -91,24 +91,23 @@ int hub_args(const char *cmd, int positional, int *argc, char ***argv) {
     static char path[4096];
     static char **out;
     char **in = *argv;
-    int n = 0, help = 0, model = 0;
+    const int room = positional ? 1 : 2; /* for PATH or -m PATH, after argv[0] */
+    int n = 1 + room, help = 0, model = 0;
     const char *ref = NULL;
     trit_hub_params p = trit_hub_default_params();
     if (!(out = calloc((size_t)*argc + 3, sizeof *out))) return fprintf(stderr, "trit %s: out of memory\n", cmd), 1;
-    out[n++] = in[0];
-    const int at = n;
-    n += positional ? 1 : 2; /* room for PATH or -m PATH */
+    out[0] = in[0];
     if (take_flags(cmd, *argc, in, out, &n, &ref, &p)) return 1;
-    for (int i = at + (positional ? 1 : 2); i < n; i++) {
+    for (int i = 1 + room; i < n; i++) {
         help |= !strcmp(out[i], "--help") || !strcmp(out[i], "-h");
         model |= !strcmp(out[i], "-m") || !strcmp(out[i], "--model");
     }
     if (!ref) {
         if (p.file || p.token || p.revision)
             return fprintf(stderr, "trit %s: -hff, -hft and --hf-revision go with -hf REPO\n", cmd), 1;
-        if (n - (positional ? 1 : 2) == *argc) return free(out), out = NULL, 0; /* nothing of the hub's */
-        memmove(out + at, out + at + (positional ? 1 : 2), (size_t)(n - at - (positional ? 1 : 2)) * sizeof *out);
-        *argc = n - (positional ? 1 : 2), *argv = out;
+        if (n - room == *argc) return free(out), out = NULL, 0; /* nothing of the hub's */
+        memmove(out + 1, out + 1 + room, (size_t)(n - 1 - room) * sizeof *out);
+        *argc = n - room, *argv = out;
         return 0;
     }
     if (model) return fprintf(stderr, "trit %s: give -m or -hf, not both\n", cmd), 1;
@@ -119,8 +118,8 @@ int hub_args(const char *cmd, int positional, int *argc, char ***argv) {
         if (trit_hub_fetch(ref, &p, path, sizeof path, err, sizeof err))
             return fprintf(stderr, "trit %s: %s\n", cmd, err), 1;
     }
-    if (positional) out[at] = path;
-    else out[at] = "-m", out[at + 1] = path;
+    if (positional) out[1] = path;
+    else out[1] = "-m", out[2] = path;
     *argc = n, *argv = out;
     return 0;
 }

@@ -35,12 +35,6 @@ struct srv_http {
     watched *conns;
 };
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     srv_http *h = cls;
@@ -49,7 +43,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci && (w = calloc(1, sizeof *w))) {
-            *w = (watched){NULL, h->conns, ci->connect_fd, 0, mono_s()};
+            *w = (watched){NULL, h->conns, ci->connect_fd, 0, now_s()};
             if (h->conns) h->conns->prev = w;
             h->conns = w;
         }
@@ -69,7 +63,7 @@ static void set_busy(srv_http *h, struct MHD_Connection *c, int busy) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     pthread_mutex_lock(&h->mu);
     watched *w = ci ? ci->socket_context : NULL;
-    if (w) w->busy = busy, w->since = mono_s();
+    if (w) w->busy = busy, w->since = now_s();
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -77,7 +71,7 @@ static void *watch(void *arg) {
     srv_http *h = arg;
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
-        const double now = mono_s(), limit = h->sv->cfg.header_timeout_s;
+        const double now = now_s(), limit = h->sv->cfg.header_timeout_s;
         for (watched *w = h->conns; w; w = w->next)
             if (!w->busy && now - w->since > limit) shutdown(w->fd, SHUT_RDWR), w->since = now;
         struct timespec ts;

@@ -47,11 +47,13 @@ int hub_repo_dir(const char *cache, const char *repo, char *buf, size_t n, trit_
     return path_of(buf, n, err, "%s/models--%.*s--%s", cache, (int)(slash - repo), repo, slash + 1);
 }
 
-static int is_commit(const char *s) {
-    for (int i = 0; i < 40; i++)
+int hub_is_hex(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
         if (!isxdigit((unsigned char)s[i])) return 0;
-    return s[40] == 0;
+    return s[n] == 0;
 }
+
+static int is_commit(const char *s) { return hub_is_hex(s, 40); }
 
 /* A repo path or ref name: components of printable bytes, none empty, "." or "..". */
 static int name_ok(const char *s) {
@@ -93,8 +95,7 @@ int hub_snapshot_file(const char *repo_dir, const char *commit, const char *file
     return !stat(buf, &st) && S_ISREG(st.st_mode);
 }
 
-/* Makes every folder of path up to its last '/'. */
-static int make_dirs(const char *path, trit_err *err) {
+int hub_make_dirs(const char *path, trit_err *err) {
     char p[HUB_PATH_MAX];
     if (path_of(p, sizeof p, err, "%s", path)) return -1;
     for (char *c = p + 1; *c; c++) {
@@ -123,7 +124,7 @@ int hub_link(const char *repo_dir, const char *rev, const char *commit, const ch
         used += (size_t)snprintf(target + used, sizeof target - used, "../");
     if (path_of(target + used, sizeof target - used, err, "../../blobs/%s", blob) ||
         path_of(link, sizeof link, err, "%s/snapshots/%s/%s", repo_dir, commit, file) ||
-        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", link, (long)getpid(), tmp_serial()) || make_dirs(link, err))
+        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", link, (long)getpid(), tmp_serial()) || hub_make_dirs(link, err))
         return -1;
     unlink(tmp);
     if (symlink(target, tmp) || rename(tmp, link))
@@ -131,7 +132,7 @@ int hub_link(const char *repo_dir, const char *rev, const char *commit, const ch
     if (is_commit(rev)) return 0;
     char ref[HUB_PATH_MAX];
     if (path_of(ref, sizeof ref, err, "%s/refs/%s", repo_dir, rev) ||
-        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", ref, (long)getpid(), tmp_serial()) || make_dirs(ref, err))
+        path_of(tmp, sizeof tmp, err, "%s.%ld.%u.tmp", ref, (long)getpid(), tmp_serial()) || hub_make_dirs(ref, err))
         return -1;
     FILE *f = fopen(tmp, "wb");
     const int ok = f && fputs(commit, f) >= 0;

@@ -73,12 +73,6 @@ static int to_text(void *user, const hub_response *r, const char *data, size_t n
     return 0;
 }
 
-static int is_hex(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isxdigit((unsigned char)s[i])) return 0;
-    return s[n] == 0;
-}
-
 void hub_entries_free(hub_entry *files, int n) {
     for (int i = 0; i < n; i++) free(files[i].path);
     free(files);
@@ -87,10 +81,9 @@ void hub_entries_free(hub_entry *files, int n) {
 int hub_list(const hub_client *c, const char *repo, const char *rev, hub_entry **files, int *n, trit_err *err) {
     char url[HUB_URL_MAX];
     *files = NULL, *n = 0;
-    if (snprintf(url, sizeof url, "%s/api/models/%s/tree/", c->endpoint, repo) >= (int)sizeof url ||
-        url_add(url, sizeof url, rev, 0) || strlen(url) + 16 >= sizeof url)
-        return fail(err, "a URL is longer than %zu bytes", sizeof url - 1);
-    strcat(url, "?recursive=true");
+    char api[HUB_URL_MAX];
+    snprintf(api, sizeof api, "%s/api/models", c->endpoint); /* the endpoint is under 1 KiB */
+    if (url_of(url, sizeof url, err, api, repo, "/tree/", rev, NULL, "?recursive=true")) return -1;
     hub_response r;
     text t = {0};
     trit_err e;
@@ -111,7 +104,7 @@ int hub_list(const hub_client *c, const char *repo, const char *rev, hub_entry *
     int k = 0;
     for (size_t i = 0; i < total; i++) {
         json_t *o = json_array_get(root, i), *path = json_object_get(o, "path"), *type = json_object_get(o, "type");
-        json_t *size = json_object_get(o, "size"), *lfs = json_object_get(o, "lfs");
+        json_t *lfs = json_object_get(o, "lfs");
         if (!json_is_string(path) || !json_is_string(type)) {
             hub_entries_free(out, k), json_decref(root);
             return fail(err, "%s: %s sent a file list entry without a path or type", repo, c->endpoint);
@@ -121,9 +114,8 @@ int hub_list(const hub_client *c, const char *repo, const char *rev, hub_entry *
         if (!(f->path = strdup(json_string_value(path))))
             return hub_entries_free(out, k), json_decref(root), fail(err, "out of memory");
         k++;
-        f->size = json_is_integer(size) && json_integer_value(size) >= 0 ? (uint64_t)json_integer_value(size) : 0;
         json_t *oid = json_object_get(lfs, "oid");
-        if (json_is_string(oid) && strlen(json_string_value(oid)) == 64 && is_hex(json_string_value(oid), 64))
+        if (json_is_string(oid) && hub_is_hex(json_string_value(oid), 64))
             memcpy(f->sha256, json_string_value(oid), 65);
     }
     json_decref(root);
@@ -147,9 +139,9 @@ int hub_file_meta(const hub_client *c, const char *repo, const char *rev, const 
     }
     if (r.status / 100 != 2 && r.status / 100 != 3) return status_error(c, &r, repo, file, err);
     const char *sha = *r.linked_etag ? r.linked_etag : r.etag;
-    if (strlen(r.commit) != 40 || !is_hex(r.commit, 40))
+    if (!hub_is_hex(r.commit, 40))
         return fail(err, "%s: %s gave no commit (X-Repo-Commit) for %s", repo, c->endpoint, file);
-    if (strlen(sha) != 64 || !is_hex(sha, 64))
+    if (!hub_is_hex(sha, 64))
         return fail(err, "%s: %s gave no sha256 for %s (not an LFS file), so it cannot be verified", repo, c->endpoint,
                     file);
     if (!r.has_linked_size && !r.has_content_length)
@@ -174,7 +166,7 @@ typedef struct {
     const hub_client *c;
     const char *file;
     int fd;
-    uint64_t have, size, start; /* bytes in the file, expected, where this response began */
+    uint64_t have, size; /* bytes in the file, expected */
     int started; /* the response's first body bytes were checked */
     struct sha256_ctx sha;
     trit_err *err;
@@ -210,7 +202,6 @@ static int to_blob(void *user, const hub_response *r, const char *data, size_t n
             s->have = 0;
             sha256_init(&s->sha);
         }
-        s->start = s->have;
     }
     if (s->have + n > s->size)
         return fail(s->err, "%s: the server sent more than the %llu bytes it announced", s->file,
@@ -255,7 +246,8 @@ static void sleep_ms(int ms) {
 
 /* Fills fd (holding s->have bytes) up to s->size, retrying broken transfers. */
 static int fill(const hub_client *c, sink_state *s, const hub_meta *m, trit_err *err) {
-    int tries = 0, wait = c->retry_ms > 0 ? c->retry_ms : 1000;
+    const int first_wait = c->retry_ms > 0 ? c->retry_ms : 1000;
+    int tries = 0, wait = first_wait;
     while (s->have < s->size) {
         const uint64_t before = s->have;
         hub_response r;
@@ -268,7 +260,7 @@ static int fill(const hub_client *c, sink_state *s, const hub_meta *m, trit_err 
         if (!rc && r.status / 100 == 2 && s->have < s->size) snprintf(e.msg, sizeof e.msg, "the body ended early");
         if (s->have == s->size) break;
         if (!rc && r.status / 100 != 2) snprintf(e.msg, sizeof e.msg, "HTTP %ld", r.status);
-        if (s->have > before) tries = 0, wait = c->retry_ms > 0 ? c->retry_ms : 1000; /* it moves: not a failure */
+        if (s->have > before) tries = 0, wait = first_wait; /* it moves: not a failure */
         if (tries++ >= c->retries)
             return fail(err, "%s: the download broke off at %llu of %llu bytes (%s); run again to resume", s->file,
                         (unsigned long long)s->have, (unsigned long long)s->size, e.msg);
@@ -284,19 +276,6 @@ static void hex_of(const uint8_t *d, char out[65]) {
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
-/* Makes a folder and its parents. */
-static int make_path(const char *dir, trit_err *err) {
-    char p[HUB_PATH_MAX];
-    if (snprintf(p, sizeof p, "%s/", dir) >= (int)sizeof p) return fail(err, "a cache path is too long");
-    for (char *c = p + 1; *c; c++) {
-        if (*c != '/') continue;
-        *c = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return fail(err, "cannot make %s: %s", p, strerror(errno));
-        *c = '/';
-    }
-    return 0;
-}
-
 static int blob_complete(const char *path, uint64_t size) {
     struct stat st;
     return !stat(path, &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size;
@@ -310,7 +289,7 @@ int hub_download(const hub_client *c, const char *repo_dir, const char *lock_dir
     snprintf(blob, sizeof blob, "%s/%s", blobs, m->sha256);
     snprintf(part, sizeof part, "%s.incomplete", blob);
     snprintf(lock, sizeof lock, "%s/%s.lock", lock_dir, m->sha256);
-    if (make_path(blobs, err) || make_path(lock_dir, err)) return -1;
+    if (hub_make_dirs(blob, err) || hub_make_dirs(lock, err)) return -1;
     if (blob_complete(blob, m->size)) return hub_link(repo_dir, rev, m->commit, file, m->sha256, err);
     const int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lfd < 0) return fail(err, "cannot open %s: %s", lock, strerror(errno));

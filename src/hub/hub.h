@@ -46,6 +46,11 @@ int hub_pick_file(const char *const *files, int n, const char *file, int *out, i
  * that reads as one (Q8_0, PTQ1_0, IQ2_XXS, Q4_K_M, BF16, ...); "" when none does. */
 void hub_quant_of(const char *file, char *out, size_t n);
 
+/* Whether s is n hex digits and nothing more (a commit: 40, a sha256: 64). */
+int hub_is_hex(const char *s, size_t n);
+/* Makes every folder of path up to its last '/'. */
+int hub_make_dirs(const char *path, trit_err *err);
+
 /* The cache folder: $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub,
  * else ~/.cache/huggingface/hub. */
 int hub_cache_dir(char *buf, size_t n, trit_err *err);
@@ -106,7 +111,6 @@ void hub_note(const hub_client *c, const char *fmt, ...) __attribute__((format(p
 /* A file of a repo as the Hub lists it. */
 typedef struct {
     char *path;
-    uint64_t size;
     char sha256[65]; /* "" for a file not stored in LFS */
 } hub_entry;
 
