@@ -57,7 +57,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-long fuzz-tokenizer fuzz-jinja fuzz-request fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-long e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -182,84 +182,41 @@ fuzz-lib:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
 		$(FUZZ_BUILD)/libtrit-internal.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
-# Every target is fuzz/fuzz_NAME.c linked with that library (the request target, below, with the
-# server's objects too).
+# Every target is fuzz/fuzz_NAME.c linked with that library and the server's objects.
 build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz-lib
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) -o $@ $< $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
-
-# libFuzzer target for the GGUF reader, seeded with every GGUF under $(SHARED).
-FUZZ_BIN := build/fuzz/fuzz_gguf
-
-# libFuzzer target for the server's request parsing, seeded with fuzz/request_seeds.
-FUZZ_REQ_BIN := build/fuzz/fuzz_request
-$(FUZZ_REQ_BIN): fuzz/fuzz_request.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)
 
-# libFuzzer target for the safetensors reader, seeded with fuzz/safetensors_seeds.
-FUZZ_ST_BIN := build/fuzz/fuzz_safetensors
+# `make fuzz-NAME` runs one target: FUZZ_SEED_NAME puts its seeds into build/fuzz/corpus_NAME
+# (fuzz/NAME_seeds/ by default; the GGUF seeds are cut from the golden models), FUZZ_FLAGS_NAME are its own flags (-max_len=65536 by default).
+# The output goes to build/fuzz/NAME.log; the line printed at the end gives the inputs run and
+# the coverage reached (docs/reliability.md has the figures).
+FUZZ_TARGETS := gguf safetensors repack_cache request http hf_json tokenizer grammar json_schema toolcall jinja
+FUZZ_SEED_gguf         = python3 fuzz/gguf_seeds.py $(SHARED) build/fuzz/corpus_gguf
+FUZZ_FLAGS_repack_cache = -max_len=16384
+FUZZ_SEED_json_schema  = python3 -c 'import json; [open("build/fuzz/corpus_json_schema/case%d.json" % i, "w").write(c["schema"]) \
+	for i, c in enumerate(json.load(open("tests/data/json_schema/llama_cases.json")))]'
+FUZZ_SEED_tokenizer    = cp $(SHARED)/data/vocab/*.inp build/fuzz/corpus_tokenizer/
+FUZZ_FLAGS_tokenizer   = -max_len=1024
+FUZZ_SEED_jinja        = python3 -c 'import json; [open("build/fuzz/corpus_jinja/seed%d" % i, "w").write(c["template"]) \
+	for i, c in enumerate(json.load(open("tests/data/chat/jinja_templates.json")))]; \
+	open("build/fuzz/corpus_jinja/qwen3", "w").write(json.load(open("$(SHARED)/data/tokenizers/qwen3/tokenizer_config.json"))["chat_template"])'
+FUZZ_FLAGS_jinja       = -max_len=65536 -dict=fuzz/jinja.dict
+FUZZ_FLAGS_http        = -max_len=65536 -dict=fuzz/http.dict -detect_leaks=0
 
-fuzz: $(FUZZ_BIN) $(FUZZ_REQ_BIN) $(FUZZ_ST_BIN) fuzz-repack-cache fuzz-json-schema fuzz-grammar fuzz-toolcall fuzz-tokenizer
-	@mkdir -p build/fuzz/corpus build/fuzz/corpus_request build/fuzz/corpus_safetensors
-	find $(SHARED) -name '*.gguf' -size -8M -exec cp {} build/fuzz/corpus/ \;
-	cp fuzz/request_seeds/* build/fuzz/corpus_request/
-	cp fuzz/safetensors_seeds/* build/fuzz/corpus_safetensors/
-	$(FUZZ_BIN) $(FUZZ_LIMIT) -max_len=1048576 -rss_limit_mb=2048 build/fuzz/corpus
-	$(FUZZ_REQ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
-	$(FUZZ_ST_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_safetensors
+fuzz: $(FUZZ_TARGETS:%=fuzz-%)
 
-# libFuzzer target for the repack cache's header parser, seeded with fuzz/repack_cache_seeds.
-FUZZ_RC_BIN := build/fuzz/fuzz_repack_cache
-
-fuzz-repack-cache: $(FUZZ_RC_BIN)
-	@mkdir -p build/fuzz/corpus_repack_cache
-	cp fuzz/repack_cache_seeds/* build/fuzz/corpus_repack_cache/
-	$(FUZZ_RC_BIN) $(FUZZ_LIMIT) -max_len=16384 -rss_limit_mb=2048 build/fuzz/corpus_repack_cache
-
-# libFuzzer target for the JSON Schema -> GBNF converter, seeded with the schemas of the
-# converter's test cases.
-FUZZ_JS_BIN := build/fuzz/fuzz_json_schema
-
-fuzz-json-schema: $(FUZZ_JS_BIN)
-	@mkdir -p build/fuzz/corpus_json_schema
-	python3 -c 'import json; [open("build/fuzz/corpus_json_schema/case%d.json" % i, "w").write(c["schema"]) \
-		for i, c in enumerate(json.load(open("tests/data/json_schema/llama_cases.json")))]'
-	$(FUZZ_JS_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_json_schema
-
-# libFuzzer target for the GBNF parser and matcher, seeded with fuzz/grammar_seeds.
-FUZZ_GR_BIN := build/fuzz/fuzz_grammar
-
-fuzz-grammar: $(FUZZ_GR_BIN)
-	@mkdir -p build/fuzz/corpus_grammar
-	cp fuzz/grammar_seeds/* build/fuzz/corpus_grammar/
-	$(FUZZ_GR_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_grammar
-
-# libFuzzer target for tool calls (the reply parser and the grammar of a required call), seeded
-# with fuzz/toolcall_seeds.
-FUZZ_TC_BIN := build/fuzz/fuzz_toolcall
-
-fuzz-toolcall: $(FUZZ_TC_BIN)
-	@mkdir -p build/fuzz/corpus_toolcall
-	cp fuzz/toolcall_seeds/* build/fuzz/corpus_toolcall/
-	$(FUZZ_TC_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_toolcall
-
-# libFuzzer target for the tokenizers (every vocabulary kind), seeded with the tokenizer test texts.
-FUZZ_TOK_BIN := build/fuzz/fuzz_tokenizer
-
-fuzz-tokenizer: $(FUZZ_TOK_BIN)
-	@mkdir -p build/fuzz/corpus_tokenizer
-	cp $(SHARED)/data/vocab/*.inp build/fuzz/corpus_tokenizer/
-	TRIT_SHARED=$(SHARED) $(FUZZ_TOK_BIN) $(FUZZ_LIMIT) -max_len=4096 -rss_limit_mb=2048 -timeout=10 build/fuzz/corpus_tokenizer
-
-# Every target to FUZZ_RUNS inputs (docs/reliability.md has the figures).
+# Every target to FUZZ_RUNS inputs.
 fuzz-long:
-	$(MAKE) fuzz fuzz-jinja FUZZ_LIMIT=-runs=$(FUZZ_RUNS)
+	$(MAKE) fuzz FUZZ_LIMIT=-runs=$(FUZZ_RUNS)
 
-fuzz-request: $(FUZZ_REQ_BIN)
-	@mkdir -p build/fuzz/corpus_request
-	cp fuzz/request_seeds/* build/fuzz/corpus_request/
-	$(FUZZ_REQ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 build/fuzz/corpus_request
+fuzz-%: build/fuzz/fuzz_%
+	@mkdir -p build/fuzz/corpus_$*
+	$(if $(FUZZ_SEED_$*),$(FUZZ_SEED_$*),cp fuzz/$*_seeds/* build/fuzz/corpus_$*/)
+	TRIT_SHARED=$(SHARED) $< $(FUZZ_LIMIT) -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 \
+		$(or $(FUZZ_FLAGS_$*),-max_len=65536) build/fuzz/corpus_$* > build/fuzz/$*.log 2>&1 || \
+		{ tail -40 build/fuzz/$*.log; exit 1; }
+	@grep -E '^#[0-9]+[[:space:]]+DONE' build/fuzz/$*.log | tail -1 | sed 's/^/$*: /'
 
 # The kernels suite alone, cross-built for aarch64 (no jansson there) and run under qemu with a
 # CPU that has dotprod, then on one without (which must fall back to scalar). Needs
@@ -313,15 +270,6 @@ $(BUILD)/bandwidth: $(BUILD)/bench/bandwidth.o
 bench: all $(BUILD)/bandwidth
 	bench/compare.sh
 
-# libFuzzer target for the chat-template interpreter, seeded with the templates of the tests.
-JINJA_FUZZ_BIN := build/fuzz/fuzz_jinja
-
-fuzz-jinja: $(JINJA_FUZZ_BIN)
-	@mkdir -p build/fuzz/jinja-corpus
-	python3 -c 'import json,sys; [open("build/fuzz/jinja-corpus/seed%d" % i, "w").write(c["template"]) for i, c in enumerate(json.load(open("tests/data/chat/jinja_templates.json")))]'
-	python3 -c 'import json; open("build/fuzz/jinja-corpus/qwen3", "w").write(json.load(open("$(SHARED)/data/tokenizers/qwen3/tokenizer_config.json"))["chat_template"])'
-	$(JINJA_FUZZ_BIN) $(FUZZ_LIMIT) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -dict=fuzz/jinja.dict build/fuzz/jinja-corpus
-
 clean:
 	rm -rf build
 
@@ -330,7 +278,8 @@ help:
 	@echo "make test       run the tests (TEST=substring selects; SHARED=../shared)"
 	@echo "make asan       build with clang ASan+UBSan and run the tests"
 	@echo "make format-check  check that the sources follow .clang-format"
-	@echo "make fuzz       fuzz the GGUF and safetensors readers and the server's request parser for FUZZ_SECONDS each"
+	@echo "make fuzz       run every fuzz target for FUZZ_SECONDS; make fuzz-NAME one of them ($(FUZZ_TARGETS))"
+	@echo "make fuzz-long  run every fuzz target to FUZZ_RUNS inputs (10 million)"
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
 	@echo "make conformance  llama.cpp's server test-suite against trit serve (../shared/conformance)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
@@ -340,14 +289,6 @@ help:
 	@echo "make bench-attn  decode attention (f16 cache) per code path against the AVX2 one"
 	@echo "make bench-grammar  the GBNF token mask per step on a 151k-token vocabulary"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
-
-	@echo "make fuzz-jinja fuzz the chat-template interpreter for FUZZ_SECONDS"
-	@echo "make fuzz-repack-cache  fuzz the repack cache's header parser for FUZZ_SECONDS"
-	@echo "make fuzz-json-schema  fuzz the JSON Schema -> grammar converter for FUZZ_SECONDS"
-	@echo "make fuzz-grammar      fuzz the GBNF parser and matcher for FUZZ_SECONDS"
-	@echo "make fuzz-toolcall     fuzz the tool-call parser and the required call's grammar for FUZZ_SECONDS"
-	@echo "make fuzz-tokenizer    fuzz the tokenizers over every vocabulary kind for FUZZ_SECONDS"
-	@echo "make fuzz-long         every fuzz target to FUZZ_RUNS inputs (default 10000000)"
 	@echo "make clean      remove build/"
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SRV_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(wildcard $(BUILD)/bench/*.d)

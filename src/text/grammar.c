@@ -1379,37 +1379,40 @@ static int accept_bytes(grammar_state *st, const char *s, size_t n, int32_t tok)
     if (k < 0) k = 0; /* llama.cpp: an invalid piece moves no stack */
     sset *out = &st->next, *cur = &st->w.a, *nxt = &st->w.b;
     ss_clear(out);
-    for (uint32_t j = 0; j < st->stacks.count; j++) {
+    /* the stacks waiting for characters move together, one character at a time, so that stacks
+     * which meet are merged (moving each alone costs its count times as much) */
+    sset one = {0}, two = {0};
+    int rc = 0;
+    for (uint32_t j = 0; j < st->stacks.count && !rc; j++) {
         uint32_t len;
         const uint32_t *sk = ss_get(&st->stacks, j, &len);
         if (!len) continue;
-        if (is_token_el(g, sk[len - 1])) {
-            if (tok < 0 || !match_token(g, sk[len - 1], tok)) continue;
-            uint32_t pos = sk[len - 1];
-            ss_clear(cur);
-            if (ss_add(cur, sk, len, 0) < 0) return -1;
-            uint32_t m = len - 1;
-            if (!is_eos(g, pos + 1)) cur->d[1 + m++] = pos + 1;
-            ss_clear(nxt);
-            if (ss_add(nxt, cur->d + 1, m, 0) < 0 || advance(g, out, nxt->d + 1, m, &st->w)) return -1;
+        if (!is_token_el(g, sk[len - 1])) {
+            rc = ss_add(&one, sk, len, 1) < 0 ? -1 : 0;
             continue;
         }
-        /* cur and nxt are the scratch pair accept_char also uses as w.a / w.b: use fresh sets */
-        sset one = {0}, two = {0};
-        int rc = ss_add(&one, sk, len, 1) < 0 ? -1 : 0;
-        for (int i = 0; i < k && !rc && one.count; i++) {
-            rc = accept_char(g, &one, 0, one.count, st->cps[i], &two, &st->w);
-            sset t = one;
-            one = two, two = t;
-        }
-        for (uint32_t q = 0; q < one.count && !rc; q++) {
-            uint32_t l2;
-            const uint32_t *s2 = ss_get(&one, q, &l2);
-            if (ss_add(out, s2, l2, 1) < 0) rc = -1;
-        }
-        ss_free(&one), ss_free(&two);
-        if (rc) return -1;
+        if (tok < 0 || !match_token(g, sk[len - 1], tok)) continue;
+        uint32_t pos = sk[len - 1];
+        ss_clear(cur);
+        if (ss_add(cur, sk, len, 0) < 0) rc = -1;
+        uint32_t m = len - 1;
+        if (!rc && !is_eos(g, pos + 1)) cur->d[1 + m++] = pos + 1;
+        ss_clear(nxt);
+        if (!rc && (ss_add(nxt, cur->d + 1, m, 0) < 0 || advance(g, out, nxt->d + 1, m, &st->w))) rc = -1;
     }
+    /* (cur and nxt are the scratch pair accept_char uses as w.a / w.b: one and two are fresh) */
+    for (int i = 0; i < k && !rc && one.count; i++) {
+        rc = accept_char(g, &one, 0, one.count, st->cps[i], &two, &st->w);
+        sset t = one;
+        one = two, two = t;
+    }
+    for (uint32_t q = 0; q < one.count && !rc; q++) {
+        uint32_t l2;
+        const uint32_t *s2 = ss_get(&one, q, &l2);
+        if (ss_add(out, s2, l2, 1) < 0) rc = -1;
+    }
+    ss_free(&one), ss_free(&two);
+    if (rc) return -1;
     if (!out->count) return -1;
     sset t = st->stacks;
     st->stacks = *out, *out = t;
