@@ -501,7 +501,8 @@ int jinja_exec(J *j, node *n, scope *sc) {
         }
         case N_FOR: exec_for(j, n, sc); break;
         case N_SET:
-            jinja_dict_set(j, &sc->vars, n->s, n->body ? capture(j, n->body, sc) : jinja_eval(j, n->a, sc));
+            /* the block form has no expression (and may have an empty body) */
+            jinja_dict_set(j, &sc->vars, n->s, n->a ? jinja_eval(j, n->a, sc) : capture(j, n->body, sc));
             break;
         case N_SETATTR: exec_setattr(j, n, sc); break;
         case N_MACRO: jinja_dict_set(j, &sc->vars, n->s, (val){.k = V_MACRO, .u.m = n}); break;
