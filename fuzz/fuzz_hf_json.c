@@ -4,6 +4,7 @@
  * there are no weights, so it stops at the shards at the latest) and makes a vocabulary of the
  * tokenizer files, which must then load, tokenize the input's bytes and decode every token.
  * Every refusal is one line. The first byte picks the architecture the vocabulary is for. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +37,17 @@ static void check_msg(const trit_err *e) {
 
 /* Writes the three parts of data (after the first byte); a missing part is a missing file. */
 static void write_parts(const uint8_t *data, size_t size) {
-    const char *p = (const char *)data, *end = p + size;
+    size_t at = 0; /* where the next part starts; past size once the parts run out */
     for (int i = 0; i < 3; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         unlink(path);
-        if (p > end) continue;
-        const char *nul = memchr(p, 0, (size_t)(end - p));
-        const size_t n = nul ? (size_t)(nul - p) : (size_t)(end - p);
+        if (at > size) continue;
+        const uint8_t *nul = memchr(data + at, 0, size - at);
+        const size_t n = nul ? (size_t)(nul - (data + at)) : size - at;
         FILE *f = fopen(path, "wb");
-        if (!f || fwrite(p, 1, n, f) != n || fclose(f)) abort();
-        p += n + 1;
+        if (!f || fwrite(data + at, 1, n, f) != n || fclose(f)) abort();
+        at += n + 1;
     }
 }
 
@@ -64,7 +65,7 @@ static void use_vocab(const gguf_file *f, const uint8_t *text, size_t len) {
     for (int i = 0; i < n; i++) {
         char piece[256];
         if (t[i] < 0 || t[i] >= n_vocab) __builtin_trap();
-        if (vocab_token_to_piece(v, t[i], piece, sizeof piece, 1) == -2147483647 - 1) __builtin_trap();
+        if (vocab_token_to_piece(v, t[i], piece, sizeof piece, 1) == INT_MIN) __builtin_trap();
     }
     free(t);
     vocab_free(v);

@@ -2,8 +2,8 @@
  * to a real `trit serve` (libmicrohttpd, the router, every endpoint, a scheduler over
  * stories260K). The input is the request's head, a blank line, then its body; the head gets a
  * Content-Length for the body unless it says how the body ends itself, so that mutations of the
- * body still arrive whole, and a Connection: close. Whatever comes back must be an HTTP reply with a status line, and a
- * JSON reply must parse, its error message on one line. */
+ * body still arrive whole, and a Connection: close. Whatever comes back must be an HTTP reply
+ * with a status line, and a JSON reply must parse, its error message on one line. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
@@ -67,7 +67,8 @@ static char *build(const uint8_t *data, size_t size, size_t *out_len, int *frame
         if (i < head && d[i] != '\n') continue;
         const char *line = d + start;
         size_t len = i - start;
-        if (len >= 15 && (!strncasecmp(line, "content-length:", 15) || !strncasecmp(line, "transfer-encoding:", 18)))
+        if ((len >= 15 && !strncasecmp(line, "content-length:", 15)) ||
+            (len >= 18 && !strncasecmp(line, "transfer-encoding:", 18))) /* (each within the line) */
             framed = 1;
         memcpy(r + n, line, len), n += len;
         r[n++] = '\r', r[n++] = '\n';
@@ -81,8 +82,8 @@ static char *build(const uint8_t *data, size_t size, size_t *out_len, int *frame
 }
 
 /* Everything the server sends until it closes (8 s of silence is a hang: a finding); libFuzzer's
- * timer interrupts system calls, which are then resumed. A
- * request that frames its own body may end early: then the client's half-close tells the
+ * timer interrupts system calls, which are then resumed. A request that frames its own body may
+ * end early: then the client's half-close tells the
  * server so (it otherwise keeps the socket open, as a client still sending; a half-closed
  * client of a completion is one that hung up, answered 499). */
 static char *exchange(const char *req, size_t len, int half_close, size_t *got) {
