@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 // clang-format off
 #define VK_GLOBAL_FNS(X) X(vkCreateInstance)
 #define VK_INSTANCE_FNS(X) \
-    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
+    X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
     X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkGetPhysicalDeviceMemoryProperties) \
     X(vkCreateDevice) X(vkGetDeviceProcAddr) X(vkEnumerateDeviceExtensionProperties) \
     X(vkGetPhysicalDeviceFeatures2)
@@ -53,9 +54,7 @@ typedef struct {
 } vk_pipe;
 
 struct vk_ctx {
-    void *lib;
     vk_fns f;
-    VkInstance inst;
     VkPhysicalDevice phys;
     VkPhysicalDeviceMemoryProperties mem;
     char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
@@ -94,28 +93,56 @@ struct vk_buf {
 
 static int vk_fail(trit_err *err, const char *what, VkResult r) { return fail(err, "vulkan: %s failed (%d)", what, r); }
 
-/* The loader and an instance; the physical devices in *devs (malloc'd). */
-static int open_instance(vk_ctx *c, VkPhysicalDevice **devs, uint32_t *n, trit_err *err) {
-    c->lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!c->lib) return fail(err, "vulkan: no loader (libvulkan.so.1): %s", dlerror());
+/* The loader, one instance and its physical devices, opened once for the process and kept: the
+ * drivers load once (lavapipe's LLVM set-up is slow), and a driver that keeps allocations in its
+ * globals never has them stranded by an unload. */
+static struct {
+    pthread_once_t once;
+    int rc;
+    trit_err err;
+    vk_fns f; /* the global and instance levels */
+    VkInstance inst;
+    VkPhysicalDevice *devs;
+    uint32_t n;
+} loader = {.once = PTHREAD_ONCE_INIT};
+
+static int load_instance(trit_err *err) {
+    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return fail(err, "vulkan: no loader (libvulkan.so.1): %s", dlerror());
     PFN_vkGetInstanceProcAddr gipa;
-    *(void **)&gipa = dlsym(c->lib, "vkGetInstanceProcAddr");
+    *(void **)&gipa = dlsym(lib, "vkGetInstanceProcAddr");
     if (!gipa) return fail(err, "vulkan: the loader has no vkGetInstanceProcAddr");
-#define VK_LOAD_GLOBAL(fn) c->f.fn = (PFN_##fn)gipa(NULL, #fn);
+    vk_fns *f = &loader.f;
+#define VK_LOAD_GLOBAL(fn) f->fn = (PFN_##fn)gipa(NULL, #fn);
     VK_GLOBAL_FNS(VK_LOAD_GLOBAL)
-    if (!c->f.vkCreateInstance) return fail(err, "vulkan: the loader has no vkCreateInstance");
+    if (!f->vkCreateInstance) return fail(err, "vulkan: the loader has no vkCreateInstance");
     VkApplicationInfo app = {
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "trit", .apiVersion = VK_API_VERSION_1_1};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
-    VkResult r = c->f.vkCreateInstance(&ici, NULL, &c->inst);
+    VkResult r = f->vkCreateInstance(&ici, NULL, &loader.inst);
     if (r != VK_SUCCESS) return vk_fail(err, "vkCreateInstance", r);
 #define VK_LOAD_INSTANCE(fn) \
-    if (!(c->f.fn = (PFN_##fn)gipa(c->inst, #fn))) return fail(err, "vulkan: no %s", #fn);
+    if (!(f->fn = (PFN_##fn)gipa(loader.inst, #fn))) return fail(err, "vulkan: no %s", #fn);
     VK_INSTANCE_FNS(VK_LOAD_INSTANCE)
-    if ((r = c->f.vkEnumeratePhysicalDevices(c->inst, n, NULL)) != VK_SUCCESS) return vk_fail(err, "enumerate", r);
-    if (!*n) return fail(err, "vulkan: no device");
-    if (!(*devs = calloc(*n, sizeof **devs))) return fail(err, "out of memory");
-    if ((r = c->f.vkEnumeratePhysicalDevices(c->inst, n, *devs)) < 0) return vk_fail(err, "enumerate", r);
+    uint32_t n = 0;
+    if ((r = f->vkEnumeratePhysicalDevices(loader.inst, &n, NULL)) != VK_SUCCESS) return vk_fail(err, "enumerate", r);
+    if (!n) return fail(err, "vulkan: no device");
+    if (!(loader.devs = calloc(n, sizeof *loader.devs))) return fail(err, "out of memory");
+    if ((r = f->vkEnumeratePhysicalDevices(loader.inst, &n, loader.devs)) < 0) return vk_fail(err, "enumerate", r);
+    loader.n = n;
+    return 0;
+}
+
+static void load_once(void) { loader.rc = load_instance(&loader.err); }
+
+/* The loader's entry points into c->f; the devices in *devs and *n (the loader's, not to free). */
+static int open_instance(vk_ctx *c, const VkPhysicalDevice **devs, uint32_t *n, trit_err *err) {
+    pthread_once(&loader.once, load_once);
+    if (loader.rc) return fail(err, "%s", loader.err.msg);
+#define VK_COPY(fn) c->f.fn = loader.f.fn;
+    VK_GLOBAL_FNS(VK_COPY)
+    VK_INSTANCE_FNS(VK_COPY)
+    *devs = loader.devs, *n = loader.n;
     return 0;
 }
 
@@ -263,7 +290,7 @@ static int open_shared(vk_ctx *c, trit_err *err) {
 
 vk_ctx *vk_open(int index, trit_err *err) {
     vk_ctx *c = calloc(1, sizeof *c);
-    VkPhysicalDevice *devs = NULL;
+    const VkPhysicalDevice *devs = NULL;
     uint32_t n = 0;
     if (!c) return fail(err, "out of memory"), NULL;
     int rc = open_instance(c, &devs, &n, err);
@@ -280,7 +307,6 @@ vk_ctx *vk_open(int index, trit_err *err) {
         const char *lim = getenv("TRIT_VK_RUN_KERNELS"); /* smaller runs: a knob, and how tests split passes */
         c->run_limit = lim && atoi(lim) >= 64 && atoi(lim) < MAX_SETS ? atoi(lim) : MAX_SETS;
     }
-    free(devs);
     if (rc) return vk_close(c), NULL;
     return c;
 }
@@ -296,8 +322,6 @@ void vk_close(vk_ctx *c) {
         if (c->dsl) c->f.vkDestroyDescriptorSetLayout(c->dev, c->dsl, NULL);
         c->f.vkDestroyDevice(c->dev, NULL);
     }
-    if (c->inst) c->f.vkDestroyInstance(c->inst, NULL);
-    if (c->lib) dlclose(c->lib);
     free(c);
 }
 
@@ -311,7 +335,7 @@ int vk_use_int_dot(vk_ctx *c, int on) {
 
 int vk_list_devices(char *buf, size_t n, trit_err *err) {
     vk_ctx c = {0};
-    VkPhysicalDevice *devs = NULL;
+    const VkPhysicalDevice *devs = NULL;
     uint32_t nd = 0;
     int rc = open_instance(&c, &devs, &nd, err);
     size_t used = 0;
@@ -322,9 +346,6 @@ int vk_list_devices(char *buf, size_t n, trit_err *err) {
         int k = snprintf(buf + used, used < n ? n - used : 0, "%u: %s\n", i, pr.deviceName);
         used += k > 0 ? (size_t)k : 0;
     }
-    free(devs);
-    if (c.inst) c.f.vkDestroyInstance(c.inst, NULL);
-    if (c.lib) dlclose(c.lib);
     return rc;
 }
 
