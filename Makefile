@@ -182,7 +182,9 @@ fuzz-lib:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
 		$(FUZZ_BUILD)/libtrit-internal.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
-# Every target is fuzz/fuzz_NAME.c linked with that library and the server's objects.
+# Every target is fuzz/fuzz_NAME.c linked with that library and the server's objects (kept after
+# a run, for reproducing a finding).
+.PRECIOUS: build/fuzz/fuzz_%
 build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz-lib
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -o $@ $< $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/libtrit-internal.a $(LDLIBS)

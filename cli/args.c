@@ -81,12 +81,13 @@ int arg_logit_bias(const char *cmd, const char *flag, const char *s, int32_t *to
     return 0;
 }
 
-int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32) {
-    if (strcmp(s, "f16") && strcmp(s, "f32")) {
-        fprintf(stderr, "trit %s: %s expects f16 or f32, got '%s'\n", cmd, flag, s);
+int arg_cache_type(const char *cmd, const char *flag, const char *s, trit_kv_type *t) {
+    int k = trit_kv_type_from_name(s);
+    if (k < 0) {
+        fprintf(stderr, "trit %s: %s expects f16, f32, q8_0 or q4_0, got '%s'\n", cmd, flag, s);
         return -1;
     }
-    *f32 = !strcmp(s, "f32");
+    *t = (trit_kv_type)k;
     return 0;
 }
 

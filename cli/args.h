@@ -15,8 +15,8 @@ int arg_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 /* A logit bias as llama.cpp spells it, TOKEN_ID(+|-)BIAS: "15043+1", "15043-0.5", "15043-inf" (a
  * ban). BIAS is finite or inf, and +inf is refused. */
 int arg_logit_bias(const char *cmd, const char *flag, const char *s, int32_t *tok, float *bias);
-/* -ctk/-ctv value: "f16" (0) or "f32" (1). */
-int arg_cache_type(const char *cmd, const char *flag, const char *s, int *f32);
+/* -ctk/-ctv value: f16, f32, q8_0 or q4_0. */
+int arg_cache_type(const char *cmd, const char *flag, const char *s, trit_kv_type *t);
 /* Whether a is --no-repack / -nr (llama.cpp's spelling): keep the file's weight layout. */
 int arg_no_repack(const char *a);
 /* When -ngl asked for the GPU and the CPU runs the model, says why on stderr (one line). */

@@ -17,13 +17,14 @@
 #define MAX_LIST 16
 
 static const char *usage =
-    "usage: trit bench -m FILE [-m FILE ...] [-p N,N] [-n N,N] [-t N,N] [-r REPS] [-o md|json|jsonl]\n"
+    "usage: trit bench -m FILE [-m FILE ...] [-p N,N] [-n N,N] [-d N,N] [-t N,N] [-r REPS] [-o md|json|jsonl]\n"
     "  -p, --n-prompt N     prompt lengths to time (default 512; 0 skips)\n"
     "  -n, --n-gen N        generation lengths to time (default 128; 0 skips)\n"
+    "  -d, --n-depth N      tokens already in the context when each test starts (default 0)\n"
     "  -t, --threads N      thread counts (default: physical cores)\n"
     "  -r, --repetitions N  runs per test (default 5)\n"
     "  -o, --output FMT     md (default), json or jsonl\n"
-    "  -ctk, -ctv f16|f32   KV cache type (default f16)\n"
+    "  -ctk, -ctv TYPE      KV cache key, value type: f16 (default), f32, q8_0, q4_0\n"
     "  --no-warmup          skip the warm-up run\n"
     "  -nr, --no-repack     keep the file's weight layout (no repacking, no cache)\n"
     "  -ngl N               layers on the GPU (Vulkan): N, all, auto (what its memory holds), or 0 (default)\n";
@@ -31,8 +32,9 @@ static const char *usage =
 typedef struct {
     const char *models[MAX_LIST];
     int n_models;
-    int prompts[MAX_LIST], n_prompts, gens[MAX_LIST], n_gens, threads[MAX_LIST], n_threads;
-    int reps, warmup, kv_f32, no_repack, ngl;
+    int prompts[MAX_LIST], n_prompts, gens[MAX_LIST], n_gens, depths[MAX_LIST], n_depths, threads[MAX_LIST], n_threads;
+    int reps, warmup, no_repack, ngl;
+    trit_kv_type type_k, type_v;
     const char *fmt;
 } bench_opts;
 
@@ -66,6 +68,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
             VAL();
             if (parse_list(a, v, 0, o->gens, &o->n_gens)) return -1;
+        } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+            VAL();
+            if (parse_list(a, v, 0, o->depths, &o->n_depths)) return -1;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VAL();
             if (parse_list(a, v, 1, o->threads, &o->n_threads)) return -1;
@@ -77,9 +82,12 @@ static int parse(int argc, char **argv, bench_opts *o) {
             if (strcmp(v, "md") && strcmp(v, "json") && strcmp(v, "jsonl"))
                 return fprintf(stderr, "trit bench: -o expects md, json or jsonl, got '%s'\n", v), -1;
             o->fmt = v;
-        } else if (!strcmp(a, "-ctk") || !strcmp(a, "-ctv")) {
+        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
             VAL();
-            if (arg_cache_type("bench", a, v, &o->kv_f32)) return -1;
+            if (arg_cache_type("bench", a, v, &o->type_k)) return -1;
+        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
+            VAL();
+            if (arg_cache_type("bench", a, v, &o->type_v)) return -1;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
             VAL();
             if (arg_ngl("bench", a, v, &o->ngl)) return -1;
@@ -98,10 +106,12 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* One timed run: n_prompt tokens in one evaluation, then n_gen single-token steps. Returns ns. */
-static double run_once(trit_session *s, const int32_t *toks, int n_prompt, int n_gen, float *logits) {
+/* One timed run from the context `depth` holds (NULL: empty): n_prompt tokens in one evaluation,
+ * then n_gen single-token steps. Returns ns. */
+static double run_once(trit_session *s, const trit_session *depth, const int32_t *toks, int n_prompt, int n_gen,
+                       float *logits) {
     char err[512];
-    trit_session_reset(s);
+    if (depth ? trit_session_copy(s, depth, err, sizeof err) : (trit_session_reset(s), 0)) return -1;
     double t0 = now_ns();
     if (n_prompt && trit_session_eval(s, toks, n_prompt, logits, 0, err, sizeof err)) return -1;
     for (int i = 0; i < n_gen; i++)
@@ -112,7 +122,8 @@ static double run_once(trit_session *s, const int32_t *toks, int n_prompt, int n
 typedef struct {
     const char *file;
     trit_model_info info;
-    int threads, n_prompt, n_gen, reps, kv_f32;
+    int threads, n_prompt, n_gen, n_depth, reps;
+    trit_kv_type type_k, type_v;
     double samples_ns[1000];
 } result;
 
@@ -139,28 +150,35 @@ static void model_label(const trit_model_info *in, char *buf, size_t n) {
     else snprintf(buf, n, "%s %.0fK %s", in->arch, p / 1e3, in->ftype);
 }
 
-static void print_md_header(void) {
-    printf("| %-30s | %10s | %10s | %-10s | %7s | %-6s | %16s |\n", "model", "size", "params", "backend", "threads",
-           "test", "t/s");
-    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------ | "
-           "---------------: |\n");
+/* As llama-bench, the cache types get columns when they are not the default. */
+static int show_types(const bench_opts *o) { return o->type_k != TRIT_KV_F16 || o->type_v != TRIT_KV_F16; }
+
+static void print_md_header(const bench_opts *o) {
+    printf("| %-30s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "backend", "threads");
+    if (show_types(o)) printf(" %6s | %6s |", "type_k", "type_v");
+    printf(" %-14s | %16s |\n", "test", "t/s");
+    printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: |");
+    if (show_types(o)) printf(" -----: | -----: |");
+    printf(" -------------- | ---------------: |\n");
 }
 
-static void print_md(const result *r) {
-    char label[128], test[32], size[32], params[32], ts[48];
+static void print_md(const bench_opts *o, const result *r) {
+    char label[128], test[48], size[32], params[32], ts[48];
     double avg_ts, sd_ts, avg_ns, sd_ns;
     stats(r, &avg_ts, &sd_ts, &avg_ns, &sd_ns);
     model_label(&r->info, label, sizeof label);
     if (r->n_prompt && r->n_gen) snprintf(test, sizeof test, "pp%d+tg%d", r->n_prompt, r->n_gen);
     else snprintf(test, sizeof test, r->n_prompt ? "pp%d" : "tg%d", r->n_prompt ? r->n_prompt : r->n_gen);
+    if (r->n_depth) snprintf(test + strlen(test), sizeof test - strlen(test), " @ d%d", r->n_depth);
     snprintf(size, sizeof size, "%.2f %s",
              r->info.n_bytes >= (1u << 30) ? r->info.n_bytes / 1073741824.0 : r->info.n_bytes / 1048576.0,
              r->info.n_bytes >= (1u << 30) ? "GiB" : "MiB");
     double p = (double)r->info.n_params;
     snprintf(params, sizeof params, p >= 1e9 ? "%.2f B" : "%.2f M", p >= 1e9 ? p / 1e9 : p / 1e6);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", avg_ts, sd_ts);
-    printf("| %-30s | %10s | %10s | %-10s | %7d | %-6s | %16s |\n", label, size, params, backend_of(r), r->threads,
-           test, ts);
+    printf("| %-30s | %10s | %10s | %-10s | %7d |", label, size, params, backend_of(r), r->threads);
+    if (show_types(o)) printf(" %6s | %6s |", trit_kv_type_name(r->type_k), trit_kv_type_name(r->type_v));
+    printf(" %-14s | %16s |\n", test, ts);
     fflush(stdout);
 }
 
@@ -197,42 +215,54 @@ static json_t *to_json(const result *r) {
                      "backends", backends, "model_filename", r->file, "model_type", label, "model_size",
                      (json_int_t)r->info.n_bytes, "model_n_params", (json_int_t)r->info.n_params,
                      "model_bytes_per_token", (json_int_t)r->info.n_bytes_token, "n_batch", 512, "n_ubatch", 512,
-                     "n_threads", r->threads, "type_k", r->kv_f32 ? "f32" : "f16", "type_v", r->kv_f32 ? "f32" : "f16",
-                     "n_gpu_layers", r->info.n_gpu_layers, "flash_attn", !r->kv_f32, "n_prompt", r->n_prompt, "n_gen",
-                     r->n_gen, "n_depth", 0, "test_time", when, "avg_ns", (json_int_t)avg_ns, "stddev_ns",
+                     "n_threads", r->threads, "type_k", trit_kv_type_name(r->type_k), "type_v",
+                     trit_kv_type_name(r->type_v), "n_gpu_layers", r->info.n_gpu_layers, "flash_attn",
+                     r->type_k != TRIT_KV_F32 || r->type_v != TRIT_KV_F32, "n_prompt", r->n_prompt, "n_gen", r->n_gen,
+                     "n_depth", r->n_depth, "test_time", when, "avg_ns", (json_int_t)avg_ns, "stddev_ns",
                      (json_int_t)sd_ns, "avg_ts", avg_ts, "stddev_ts", sd_ts, "samples_ns", ns, "samples_ts", ts);
 }
 
-/* Times one test; prints it at once for md/jsonl, collects it for json. */
-static int run_test(trit_model *m, const bench_opts *o, const char *file, int threads, int n_prompt, int n_gen,
-                    json_t *all) {
-    char err[512];
+/* Times one test; prints it at once for md/jsonl, collects it for json. At a depth, the context's
+ * first tokens are evaluated once (untimed) and every run starts from a copy of them. */
+static int run_test(trit_model *m, const bench_opts *o, const char *file, int threads, int depth, int n_prompt,
+                    int n_gen, json_t *all) {
+    char err[512] = "out of memory";
     int n_vocab = trit_model_n_vocab(m), n = n_prompt > n_gen ? n_prompt : n_gen;
-    trit_session_params sp = {.n_ctx = n_prompt + n_gen + 8, .n_threads = threads, .kv_f32 = o->kv_f32};
-    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    n = n > depth ? n : depth;
+    trit_session_params sp = {
+        .n_ctx = depth + n_prompt + n_gen + 8, .n_threads = threads, .type_k = o->type_k, .type_v = o->type_v};
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err), *base = NULL;
     int32_t *toks = malloc((size_t)(n + 1) * sizeof *toks);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     result *r = calloc(1, sizeof *r);
     int rc = -1;
     if (!s || !toks || !logits || !r) {
-        fprintf(stderr, "trit bench: %s\n", s ? "out of memory" : err);
+        fprintf(stderr, "trit bench: %s\n", err);
         goto out;
     }
     uint64_t seed = 42;
     for (int i = 0; i <= n; i++)
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL,
         toks[i] = (int32_t)((seed >> 33) % (uint64_t)n_vocab);
+    if (depth &&
+        (!(base = trit_session_new(m, &sp, err, sizeof err)) ||
+         trit_session_eval(base, toks, depth, NULL, 0, err, sizeof err))) {
+        fprintf(stderr, "trit bench: depth %d: %s\n", depth, err);
+        goto out;
+    }
     *r = (result){.file = file,
                   .info = trit_model_get_info(m),
                   .threads = threads,
                   .n_prompt = n_prompt,
                   .n_gen = n_gen,
+                  .n_depth = depth,
                   .reps = o->reps,
-                  .kv_f32 = o->kv_f32};
-    if (o->warmup && run_once(s, toks, n_prompt ? 1 : 0, n_gen ? 1 : 0, logits) < 0) goto fail;
+                  .type_k = o->type_k,
+                  .type_v = o->type_v};
+    if (o->warmup && run_once(s, base, toks, n_prompt ? 1 : 0, n_gen ? 1 : 0, logits) < 0) goto fail;
     for (int i = 0; i < o->reps; i++)
-        if ((r->samples_ns[i] = run_once(s, toks, n_prompt, n_gen, logits)) <= 0) goto fail;
-    if (!strcmp(o->fmt, "md")) print_md(r);
+        if ((r->samples_ns[i] = run_once(s, base, toks, n_prompt, n_gen, logits)) <= 0) goto fail;
+    if (!strcmp(o->fmt, "md")) print_md(o, r);
     else if (!strcmp(o->fmt, "jsonl")) {
         json_t *j = to_json(r);
         char *txt = json_dumps(j, JSON_COMPACT);
@@ -249,17 +279,26 @@ out:
     free(toks);
     free(logits);
     trit_session_free(s);
+    trit_session_free(base);
     return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
-    bench_opts o = {.prompts = {512}, .n_prompts = 1, .gens = {128}, .n_gens = 1, .reps = 5, .warmup = 1, .fmt = "md"};
+    bench_opts o = {.prompts = {512},
+                    .n_prompts = 1,
+                    .gens = {128},
+                    .n_gens = 1,
+                    .depths = {0},
+                    .n_depths = 1,
+                    .reps = 5,
+                    .warmup = 1,
+                    .fmt = "md"};
     o.threads[0] = trit_physical_cores();
     o.n_threads = 1;
     if (parse(argc, argv, &o)) return 1;
     json_t *all = json_array();
     int rc = 0;
-    if (!strcmp(o.fmt, "md")) print_md_header();
+    if (!strcmp(o.fmt, "md")) print_md_header(&o);
     for (int mi = 0; mi < o.n_models && !rc; mi++) {
         char err[512];
         trit_model_params mp = trit_model_default_params();
@@ -272,12 +311,14 @@ int cmd_bench(int argc, char **argv) {
             break;
         }
         arg_backend_note("bench", m);
-        for (int ti = 0; ti < o.n_threads && !rc; ti++) {
-            for (int pi = 0; pi < o.n_prompts && !rc; pi++)
-                if (o.prompts[pi]) rc = run_test(m, &o, o.models[mi], o.threads[ti], o.prompts[pi], 0, all) ? 1 : 0;
-            for (int gi = 0; gi < o.n_gens && !rc; gi++)
-                if (o.gens[gi]) rc = run_test(m, &o, o.models[mi], o.threads[ti], 0, o.gens[gi], all) ? 1 : 0;
-        }
+        for (int ti = 0; ti < o.n_threads && !rc; ti++)
+            for (int di = 0; di < o.n_depths && !rc; di++) {
+                int t = o.threads[ti], d = o.depths[di];
+                for (int pi = 0; pi < o.n_prompts && !rc; pi++)
+                    if (o.prompts[pi]) rc = run_test(m, &o, o.models[mi], t, d, o.prompts[pi], 0, all) ? 1 : 0;
+                for (int gi = 0; gi < o.n_gens && !rc; gi++)
+                    if (o.gens[gi]) rc = run_test(m, &o, o.models[mi], t, d, 0, o.gens[gi], all) ? 1 : 0;
+            }
         trit_model_free(m);
     }
     if (!strcmp(o.fmt, "md") && !rc) printf("\nbuild: %s (%s)\n", TRIT_BUILD_COMMIT, trit_cpu_variant());

@@ -134,8 +134,8 @@ static int32_t *render_tokens(chat *ch, int *n, int *opens_think) {
     }
     *opens_think = trit_chat_opens_think(prompt);
     size_t len = strlen(prompt);
-    int32_t *toks = len < (1u << 28) ? malloc((len + 8) * sizeof *toks) : NULL;
-    *n = toks ? trit_tokenize(ch->m, prompt, len, 1, 1, toks, (int)len + 8) : -1;
+    int32_t *toks = NULL;
+    *n = trit_tokenize_alloc(ch->m, prompt, len, 1, 1, &toks);
     free(prompt);
     if (*n <= 0) {
         fprintf(stderr, "trit chat: the conversation cannot be tokenized\n");

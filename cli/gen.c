@@ -119,11 +119,11 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
     }
     if (IS("-ctk", "--cache-type-k")) {
         VAL();
-        CHECKED(arg_cache_type(c, a, v, &o->kv_f32[0]));
+        CHECKED(arg_cache_type(c, a, v, &o->type_k));
     }
     if (IS("-ctv", "--cache-type-v")) {
         VAL();
-        CHECKED(arg_cache_type(c, a, v, &o->kv_f32[1]));
+        CHECKED(arg_cache_type(c, a, v, &o->type_v));
     }
     if (IS("--no-mmap", NULL)) {
         o->no_mmap = 1;
@@ -145,8 +145,6 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
 
 int gen_check(const char *cmd, const gen_opts *o) {
     if (!o->model) return fprintf(stderr, "trit %s: -m FILE is required\n", cmd), -1;
-    if (o->kv_f32[0] != o->kv_f32[1])
-        return fprintf(stderr, "trit %s: -ctk and -ctv must name the same type\n", cmd), -1;
     trit_sampler_params p = o->sp;
     char err[256];
     p.logit_bias = o->bias, p.n_logit_bias = o->n_bias;
@@ -175,7 +173,7 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
             *m = NULL;
             return -1;
         }
-    trit_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .kv_f32 = o->kv_f32[0]};
+    trit_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .type_k = o->type_k, .type_v = o->type_v};
     *s = trit_session_new(*m, &sp, err, sizeof err);
     trit_sampler_params smp_p = o->sp;
     smp_p.logit_bias = o->bias;

@@ -7,7 +7,8 @@
 
 typedef struct {
     const char *model;
-    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, no_check, kv_f32[2];
+    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, no_check;
+    trit_kv_type type_k, type_v;
     trit_sampler_params sp;
     trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
     int n_bias;
@@ -33,7 +34,7 @@ typedef struct {
     "  --grammar TEXT          GBNF grammar (llama.cpp's format) the output must follow\n"             \
     "  --grammar-file FILE     the grammar from a file\n"                                              \
     "  -s, --seed N            sampling seed (default -1 = random)\n"                                  \
-    "  -ctk, -ctv f16|f32      KV cache type, keys and values alike (default f16)\n"                   \
+    "  -ctk, -ctv TYPE         KV cache key, value type: f16 (default), f32, q8_0, q4_0\n"             \
     "  --no-mmap               read the model into memory instead of mapping it\n"                     \
     "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache)\n"               \
     "  --no-check              skip the load-time check that every scale and weight is finite\n"       \

@@ -10,7 +10,7 @@
 #include "trit.h"
 
 static const char *usage =
-    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk f16|f32 -ctv f16|f32] [--no-mmap] [-nr]\n"
+    "usage: trit logits -m FILE --tokens ID,ID,... -o OUT [-c N] [-ctk TYPE] [-ctv TYPE] [--no-mmap] [-nr]\n"
     "                   [-ngl N]\n"
     "  writes n_tokens rows of n_vocab float32 (little-endian) logits to OUT\n";
 
@@ -39,7 +39,8 @@ static int parse_ids(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *v;
-    int n_ctx = 0, no_mmap = 0, no_repack = 0, ngl = 0, kv_f32[2] = {0, 0};
+    int n_ctx = 0, no_mmap = 0, no_repack = 0, ngl = 0;
+    trit_kv_type kv[2] = {TRIT_KV_F16, TRIT_KV_F16};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -59,7 +60,7 @@ int cmd_logits(int argc, char **argv) {
         } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k") || !strcmp(a, "-ctv") ||
                    !strcmp(a, "--cache-type-v")) {
             if (!(v = arg_value("logits", argc, argv, &i)) ||
-                arg_cache_type("logits", a, v, &kv_f32[a[strlen(a) - 1] == 'v']))
+                arg_cache_type("logits", a, v, &kv[a[strlen(a) - 1] == 'v']))
                 return 1;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
             if (!(v = arg_value("logits", argc, argv, &i)) || arg_int("logits", a, v, -1, 100000, &ngl)) return 1;
@@ -71,7 +72,6 @@ int cmd_logits(int argc, char **argv) {
         }
     }
     if (!model || !tokens || !outp) return fprintf(stderr, "trit logits: -m, --tokens and -o are required\n"), 1;
-    if (kv_f32[0] != kv_f32[1]) return fprintf(stderr, "trit logits: -ctk and -ctv must name the same type\n"), 1;
     int32_t *ids = NULL;
     int n = parse_ids(tokens, &ids);
     if (n <= 0) return fprintf(stderr, "trit logits: --tokens expects ids like 1,15,27\n"), 1;
@@ -89,7 +89,7 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "trit logits: %s\n", err);
         goto out;
     }
-    trit_session_params sp = {.n_ctx = n_ctx > 0 ? n_ctx : n, .n_threads = 0, .kv_f32 = kv_f32[0]};
+    trit_session_params sp = {.n_ctx = n_ctx > 0 ? n_ctx : n, .n_threads = 0, .type_k = kv[0], .type_v = kv[1]};
     if (!(s = trit_session_new(m, &sp, err, sizeof err))) {
         fprintf(stderr, "trit logits: %s\n", err);
         goto out;

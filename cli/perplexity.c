@@ -10,7 +10,7 @@
 
 static const char *usage =
     "usage: trit perplexity -m FILE -f TEXT [-c 512] [--chunks N] [-b N] [-t N] [--no-mmap] [-nr] [-ngl N] "
-    "[--kl-divergence-base OUT]\n"
+    "[-ctk TYPE] [-ctv TYPE] [--kl-divergence-base OUT]\n"
     "       trit perplexity -m FILE --kl-divergence-base BASE --kl-divergence [--chunks N] [-b N] [-t N]\n"
     "  Scores the second half of every n_ctx-token chunk of TEXT (llama-perplexity's protocol).\n"
     "  --kl-divergence-base OUT  with -f: also save this model's log-probabilities (f32) to OUT\n"
@@ -44,6 +44,10 @@ static int parse(int argc, char **argv, ppl_args *a) {
             if (arg_int("perplexity", f, v, 0, 1024, &a->p.n_threads)) return -1;
         } else if (!strcmp(f, "-ngl") || !strcmp(f, "--n-gpu-layers")) {
             if (arg_int("perplexity", f, v, -1, 100000, &a->ngl)) return -1;
+        } else if (!strcmp(f, "-ctk") || !strcmp(f, "--cache-type-k")) {
+            if (arg_cache_type("perplexity", f, v, &a->p.type_k)) return -1;
+        } else if (!strcmp(f, "-ctv") || !strcmp(f, "--cache-type-v")) {
+            if (arg_cache_type("perplexity", f, v, &a->p.type_v)) return -1;
         } else {
             fprintf(stderr, "trit perplexity: unknown option '%s' (see trit perplexity --help)\n", f);
             return -1;

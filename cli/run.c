@@ -77,15 +77,14 @@ static int generate(trit_model *m, trit_session *s, trit_sampler *smp, const run
                 (long long)trit_tokens_at_least(m, len), trit_session_n_ctx(s));
         return 1;
     }
-    int cap = (int)len + 8;
-    int32_t *toks = malloc((size_t)cap * sizeof *toks);
+    int32_t *toks = NULL;
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     int rc = 1, n_gen = 0;
-    if (!toks || !logits) {
+    if (!logits) {
         fprintf(stderr, "trit run: out of memory\n");
         goto out;
     }
-    int n = trit_tokenize(m, text, len, 1, 1, toks, cap);
+    int n = trit_tokenize_alloc(m, text, len, 1, 1, &toks);
     if (n < 0) {
         fprintf(stderr, "trit run: the prompt cannot be tokenized\n");
         goto out;

@@ -37,7 +37,7 @@ static const char *usage =
     "  -n, --n-predict N       default max tokens (-1 = until the end)     LLAMA_ARG_N_PREDICT\n"
     "  --temp F, --top-k N, --top-p F, --min-p F, --repeat-penalty F, --repeat-last-n N, -s/--seed N\n"
     "                          sampling defaults (llama.cpp's defaults)\n"
-    "  -ctk, -ctv f16|f32      KV cache type (default f16)                 LLAMA_ARG_CACHE_TYPE_K/V\n"
+    "  -ctk, -ctv TYPE         KV cache key, value type: f16 (default), f32, q8_0, q4_0  LLAMA_ARG_CACHE_TYPE_K/V\n"
     "  -nr, --no-repack        keep the file's weight layout (no repacking, no cache) LLAMA_ARG_REPACK=0\n"
     "  --jinja, --no-jinja     chat templates as Jinja (default) or llama.cpp's built-in ones LLAMA_ARG_JINJA\n"
     "  --chat-template T, --chat-template-file F  the template (a built-in name without --jinja)\n"
@@ -99,8 +99,6 @@ static int parse(int argc, char **argv, serve_opts *o) {
     if (serve_flags_parse(o, argc, argv)) return -1;
     if (o->help) return fputs(usage, stdout), 1;
     if (o->version) return printf("trit serve (llama-server compatible; llama.cpp v0.5.0 flags)\n"), 1;
-    if (o->kv_f32[0] != o->kv_f32[1]) return fprintf(stderr, "trit serve: -ctk and -ctv must name the same type\n"), -1;
-    o->c.kv_f32 = o->kv_f32[0];
     if (o->c.n_threads < 0) o->c.n_threads = 0;
     /* server tools reach this machine: llama-server narrows CORS to localhost unless told otherwise */
     if (o->tools && !o->cors_explicit) o->c.cors_origins = "localhost";

@@ -9,7 +9,7 @@
 typedef struct {
     srv_config c;
     const char *keys, *key_file;
-    int kv_f32[2], cors_explicit, tools, help, version;
+    int cors_explicit, tools, help, version;
     char *tmpl_text; /* --chat-template-file's text (owned; c.chat_template points at it) */
     char *grammar_text; /* --grammar-file's text (owned; c.grammar points at it) */
 } serve_opts;

@@ -102,8 +102,8 @@ static int set_seed(serve_opts *o, const char *f, const char *v) {
     if (!strcmp(v, "-1")) return o->c.sp.seed = TRIT_DEFAULT_SEED, 0;
     return arg_u64(C, f, v, &o->c.sp.seed);
 }
-static int set_ctk(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[0]); }
-static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->kv_f32[1]); }
+static int set_ctk(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->c.type_k); }
+static int set_ctv(serve_opts *o, const char *f, const char *v) { return arg_cache_type(C, f, v, &o->c.type_v); }
 static int set_metrics(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.metrics); }
 static int set_slots(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.slots); }
 static int set_repack(serve_opts *o, const char *f, const char *v) { return parse_bool(f, v, &o->c.repack); }

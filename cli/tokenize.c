@@ -54,9 +54,9 @@ int cmd_tokenize(int argc, char **argv) {
         free(text);
         return 1;
     }
-    int cap = (int)len + 8, rc = 1;
-    int32_t *toks = malloc((size_t)cap * sizeof *toks);
-    int n = toks ? trit_tokenize(m, text ? text : prompt, len, bos, parse_special, toks, cap) : -1;
+    int rc = 1;
+    int32_t *toks = NULL;
+    int n = trit_tokenize_alloc(m, text ? text : prompt, len, bos, parse_special, &toks);
     if (n < 0) fprintf(stderr, "trit tokenize: tokenization failed\n");
     else {
         if (ids) putchar('[');

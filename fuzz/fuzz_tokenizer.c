@@ -1,6 +1,7 @@
 /* libFuzzer target for the tokenizers: any bytes, through every kind of vocabulary (SentencePiece,
  * byte-level BPE with the GPT-2 and the llama-3 pre-tokenizers, Qwen3's), with and without special
- * tokens, must give at most len + 8 tokens, all in the vocabulary, each of which decodes; and
+ * tokens, must give at most len + 8 tokens (3 len + 8 for SentencePiece: a space becomes three bytes,
+ * which byte fallback may spell out), all in the vocabulary, each of which decodes; and
  * byte-level BPE must give the input back. The first byte picks the vocabulary and the flags. */
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int v = data[0] % N_VOCABS, special = (data[0] >> 4) & 1, add = (data[0] >> 5) & 1;
     const char *text = (const char *)data + 1;
     const size_t len = size - 1;
-    const int cap = (int)len + 8;
+    const int cap = (int)len * (byte_level[v] ? 1 : 3) + 8;
     int32_t *t = malloc((size_t)cap * sizeof *t);
     if (!t) return 0;
     const int n = trit_tokenize(models[v], text, len, add, special, t, cap);

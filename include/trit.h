@@ -94,9 +94,15 @@ int32_t trit_token_eos(const trit_model *m);
 int trit_token_is_eog(const trit_model *m, int32_t tok); /* end of generation (EOS, EOT, ...) */
 int trit_add_bos(const trit_model *m); /* whether prompts start with BOS */
 /* Tokenizes text; returns the token count, -(needed count) when max_tokens is too small, or
- * INT_MIN on invalid input (NULL text, absurd length, out of memory). len + 8 tokens always suffice. */
+ * INT_MIN on invalid input (NULL text, absurd length, out of memory). len + 8 tokens suffice for
+ * byte-level BPE; SentencePiece may need up to 3 a byte (a space becomes U+2581's three bytes,
+ * which a malformed UTF-8 character before it can turn into three byte tokens). */
 int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
                   int32_t *tokens, int max_tokens);
+/* The same into a malloc'd array of the right size (*tokens; free() it): the count, or INT_MIN on
+ * invalid input or out of memory (*tokens NULL). */
+int trit_tokenize_alloc(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                        int32_t **tokens);
 /* A lower bound on the tokens of any len bytes of text (len over the longest token's bytes), so
  * that a text far too long for a context is refused before it is tokenized. */
 int64_t trit_tokens_at_least(const trit_model *m, size_t len);
@@ -106,12 +112,20 @@ int64_t trit_tokens_at_least(const trit_model *m, size_t len);
 int trit_token_to_piece(const trit_model *m, int32_t tok, char *buf, int size, int special);
 
 /* ---- session: one sequence over a loaded model ---- */
+/* A KV cache element type, as llama.cpp's -ctk/-ctv: f16 (the default) keeps llama.cpp's
+ * flash-attention arithmetic bit for bit; f32, q8_0 and q4_0 (blocks of 32 values with an f16
+ * scale: 8.5 and 4.5 bits a value) take f32 arithmetic over the values as stored. */
+typedef enum { TRIT_KV_F16 = 0, TRIT_KV_F32, TRIT_KV_Q8_0, TRIT_KV_Q4_0 } trit_kv_type;
+/* "f16", "f32", "q8_0", "q4_0" (any case), or -1. */
+int trit_kv_type_from_name(const char *name);
+const char *trit_kv_type_name(trit_kv_type t);
+
 typedef struct {
     int n_ctx; /* context length (KV cache size); 0 = the model's training context */
     int n_threads; /* 0 = physical cores; a model's sessions share one set of threads, so evaluate
                       them from one thread at a time (a later count applies once none is alive) */
-    int kv_f32; /* 1 keeps the KV cache in f32 with plain softmax attention; 0 (default) in f16
-                      with llama.cpp's flash-attention arithmetic */
+    trit_kv_type type_k, type_v; /* the KV cache's key and value types (default f16); quantized
+                                    ones need rows (n_head_kv x head_dim) of whole blocks */
 } trit_session_params;
 
 trit_session_params trit_session_default_params(void);

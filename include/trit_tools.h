@@ -105,6 +105,7 @@ typedef struct {
     int n_chunks; /* <= 0: as many as the text holds */
     int n_batch; /* tokens per evaluation call; 0 = n_ctx */
     int n_threads; /* 0 = physical cores */
+    trit_kv_type type_k, type_v; /* the KV cache (default f16) */
     FILE *out; /* running values and the final report; NULL = quiet */
     FILE *log; /* informational lines as llama-perplexity prints them; NULL = quiet */
 } trit_perplexity_params;

@@ -49,8 +49,9 @@ static pthread_mutex_t big_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t big_cv = PTHREAD_COND_INITIALIZER;
 static int big_running;
 
-static int tokenize_into(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
-                         int32_t *t, int cap) {
+/* Tokenizes text into a malloc'd array (*t); the count, or INT_MIN (*t NULL). */
+static int tokenize_alloc(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                          int32_t **t) {
     const int big = len > BIG_TEXT;
     if (big) {
         pthread_mutex_lock(&big_mu);
@@ -58,7 +59,7 @@ static int tokenize_into(const trit_model *m, const char *text, size_t len, int 
         big_running++;
         pthread_mutex_unlock(&big_mu);
     }
-    const int n = trit_tokenize(m, text, len, add_special, parse_special, t, cap);
+    const int n = trit_tokenize_alloc(m, text, len, add_special, parse_special, t);
     if (big) {
         pthread_mutex_lock(&big_mu);
         big_running--;
@@ -70,13 +71,8 @@ static int tokenize_into(const trit_model *m, const char *text, size_t len, int 
 
 /* Tokenizes text into a malloc'd array; NULL on failure. */
 static int32_t *tokenize(const trit_model *m, const char *text, int add_special, int parse_special, int *n) {
-    size_t len = strlen(text);
-    if (len > (size_t)INT_MAX - 16) return NULL;
-    int cap = (int)len + 8;
-    int32_t *t = malloc((size_t)cap * sizeof *t);
-    if (!t) return NULL;
-    *n = tokenize_into(m, text, len, add_special, parse_special, t, cap);
-    if (*n < 0) return free(t), NULL;
+    int32_t *t = NULL;
+    *n = tokenize_alloc(m, text, strlen(text), add_special, parse_special, &t);
     return t;
 }
 
@@ -110,31 +106,30 @@ static int resolve_bias(const trit_model *m, srv_req *q) {
 /* The tokens of one completion prompt: texts tokenized (BOS only before a leading text, as
  * llama-server does it), ids checked against the vocabulary. NULL with an error reply. */
 static int32_t *prompt_tokens(server *sv, const srv_prompt *p, int *n, route_reply *r) {
-    int n_vocab = trit_model_n_vocab(sv->model), cap = 0;
+    int n_vocab = trit_model_n_vocab(sv->model);
     size_t bytes = 0;
     for (int i = 0; i < p->n_parts; i++) bytes += p->parts[i].text ? strlen(p->parts[i].text) : 0;
     if (!text_may_fit(sv, bytes, r)) return NULL;
-    for (int i = 0; i < p->n_parts; i++) {
-        size_t len = p->parts[i].text ? strlen(p->parts[i].text) : 0;
-        if (len > (size_t)INT_MAX / 2 - (size_t)cap - 16) return route_error(r, 400, "the prompt is too long"), NULL;
-        cap += p->parts[i].text ? (int)len + 8 : 1;
-    }
-    int32_t *t = malloc(((size_t)cap + 1) * sizeof *t);
+    int32_t *t = malloc(sizeof *t);
     if (!t) return route_error(r, 500, "out of memory"), NULL;
     *n = 0;
     for (int i = 0; i < p->n_parts; i++) {
         const prompt_part *pp = &p->parts[i];
-        if (!pp->text) {
-            if (pp->tok >= n_vocab) {
-                free(t);
-                return errorf(r, 400, "token id %d is outside the vocabulary", pp->tok), NULL;
-            }
-            t[(*n)++] = pp->tok;
-            continue;
+        if (!pp->text && pp->tok >= n_vocab) {
+            free(t);
+            return errorf(r, 400, "token id %d is outside the vocabulary", pp->tok), NULL;
         }
-        int k = tokenize_into(sv->model, pp->text, strlen(pp->text), i == 0, 1, t + *n, cap - *n);
+        int32_t one = pp->tok, *part = &one, *grown;
+        int k = pp->text ? tokenize_alloc(sv->model, pp->text, strlen(pp->text), i == 0, 1, &part) : 1;
         if (k < 0) return free(t), route_error(r, 400, "the prompt cannot be tokenized"), NULL;
+        if (k > INT_MAX - 1 - *n || !(grown = realloc(t, ((size_t)*n + k + 1) * sizeof *t))) {
+            if (part != &one) free(part);
+            return free(t), route_error(r, 400, "the prompt is too long"), NULL;
+        }
+        t = grown;
+        memcpy(t + *n, part, (size_t)k * sizeof *t);
         *n += k;
+        if (part != &one) free(part);
     }
     return t;
 }

@@ -673,7 +673,8 @@ static void *sched_main(void *arg) {
 /* ---- lifetime ---- */
 
 static int slot_init(sched *s, slot *sl, int id, char *err, size_t errlen) {
-    trit_session_params p = {.n_ctx = s->slot_ctx, .n_threads = s->cfg.n_threads, .kv_f32 = s->cfg.kv_f32};
+    trit_session_params p = {
+        .n_ctx = s->slot_ctx, .n_threads = s->cfg.n_threads, .type_k = s->cfg.type_k, .type_v = s->cfg.type_v};
     sl->id = id;
     sl->s = trit_session_new(s->m, &p, err, errlen);
     sl->cache = malloc((size_t)s->slot_ctx * sizeof *sl->cache);

@@ -30,7 +30,8 @@
 typedef struct {
     const char *host, *model_path, *alias, *cors_origins;
     char **api_keys; /* NULL-terminated; NULL = no key needed */
-    int port, n_parallel, n_ctx, n_threads, timeout_s, metrics, slots, kv_f32, n_predict;
+    int port, n_parallel, n_ctx, n_threads, timeout_s, metrics, slots, n_predict;
+    trit_kv_type type_k, type_v;
     int queue_max; /* requests waiting for a slot before 503 */
     int n_batch; /* -b: prompt and decode rows per scheduler step; 0: the scheduler's default */
     int ping_ms; /* SSE keep-alive comment interval while a stream is silent */

@@ -14,7 +14,7 @@ float *test_logits_with(const char *path, const trit_model_params *p, int *n_voc
     trit_model *m = trit_model_load(path, p, err, sizeof err);
     if (!m) return test_failed(__FILE__, __LINE__, "%s: %s", path, err), NULL;
     if (repack) *repack = trit_model_get_info(m).repack;
-    trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .kv_f32 = 1};
+    trit_session_params sp = {.n_ctx = 16, .n_threads = 1, .type_k = TRIT_KV_F32, .type_v = TRIT_KV_F32};
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     *n_vocab = trit_model_n_vocab(m);
     float *l = malloc(8 * (size_t)*n_vocab * sizeof *l);

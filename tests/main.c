@@ -31,6 +31,7 @@
     X(model)         \
     X(backend)       \
     X(session)       \
+    X(kv)            \
     X(rotation)      \
     X(synth)         \
     X(chat)          \

@@ -26,13 +26,14 @@ typedef struct {
     float *q, *a, *b, *scratch;
 } rig;
 
-/* A one-layer cache of n_ctx positions, random up to position `last`, NaN past it. */
-static int rig_new(rig *r, int f16, int n_head, int n_head_kv, int hd, int n_ctx, int last, int nq) {
+/* A one-layer cache of n_ctx positions (key and value types tk, tv), random up to position
+ * `last`, NaN past it. */
+static int rig_new(rig *r, int tk, int tv, int n_head, int n_head_kv, int hd, int n_ctx, int last, int nq) {
     memset(r, 0, sizeof *r);
-    r->c = (kv_cache){f16, n_ctx, 1, n_head, n_head_kv, hd, NULL, NULL};
+    r->c = (kv_cache){tk, tv, n_ctx, 1, n_head, n_head_kv, hd, NULL, NULL};
     int kvdim = n_head_kv * hd;
     size_t qn = (size_t)nq * n_head * hd;
-    r->c.k = malloc(kv_cache_bytes(&r->c)), r->c.v = malloc(kv_cache_bytes(&r->c));
+    r->c.k = malloc(kv_cache_bytes(&r->c, tk)), r->c.v = malloc(kv_cache_bytes(&r->c, tv));
     r->q = malloc(qn * sizeof(float)), r->a = malloc(qn * sizeof(float)), r->b = malloc(qn * sizeof(float));
     r->scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof(float));
     float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
@@ -48,10 +49,6 @@ static int rig_new(rig *r, int f16, int n_head, int n_head_kv, int hd, int n_ctx
 }
 
 static void rig_free(rig *r) { free(r->c.k), free(r->c.v), free(r->q), free(r->a), free(r->b), free(r->scratch); }
-
-static double cache_at(const kv_cache *c, const void *base, size_t i) {
-    return c->f16 ? f16_to_f32(((const uint16_t *)base)[i]) : ((const float *)base)[i];
-}
 
 /* The sets held to the scalar one: every other set this CPU runs. */
 static const char *const variants[] = {"avx2", "avxvnni", "avx512", "amx", "neon"};
@@ -101,7 +98,7 @@ static void attend_f16_same(void) {
             int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0],
                 nq = spans[s][1];
             rig r;
-            REQUIRE(!rig_new(&r, 1, nh, nkv, hd, 300, pos0 + nq - 1, nq));
+            REQUIRE(!rig_new(&r, TYPE_F16, TYPE_F16, nh, nkv, hd, 300, pos0 + nq - 1, nq));
             f16_same(&r, pos0, nq, "random cache");
             rig_free(&r);
         }
@@ -121,7 +118,7 @@ static void attend_f16_edges(void) {
                 kvdim = nkv * hd;
             rig r;
             float *k = malloc((size_t)kvdim * sizeof *k), *v = malloc((size_t)kvdim * sizeof *v);
-            REQUIRE(k && v && !rig_new(&r, 1, nh, nkv, hd, 300, n - 1, 1));
+            REQUIRE(k && v && !rig_new(&r, TYPE_F16, TYPE_F16, nh, nkv, hd, 300, n - 1, 1));
             for (int i = 0; i < nh * hd; i++) r.q[i] = m == 2 ? frand(1.5f) : 1.0f + frand(0.25f);
             for (int p = 0; p < n; p++) {
                 for (int i = 0; i < kvdim; i++) {
@@ -138,26 +135,32 @@ static void attend_f16_edges(void) {
         }
 }
 
-/* The f32 arithmetic (either cache type; an f16 cache from KV_TILED_BATCH on). Both results are
- * held to the exact value (in double, from the cached values): with u = 2^-24 and
+/* The f32 arithmetic (every cache type and mixes of them; an f16 cache from KV_TILED_BATCH on).
+ * Both results are held to the exact value (in double, from the values as cached: a quantized
+ * value d * q is exact in f32): with u = 2^-24 and
  * g(n) = n u / (1 - n u), a score q·k/sqrt(hd) is off by at most e = g(hd + 2) Σ|q_i k_i|/sqrt(hd),
  * so each softmax weight by a factor within exp(±2e), and the exponentials, their sum over n keys,
  * the rescaling of online softmax and the weighted sum of values add at most g(2n + 40) relative.
  * So |path - exact| <= (exp(2e) - 1 + g(2n + 40)) Σ p_j |v_j|, and two paths differ by at most
  * twice that. Masking a key wrongly, or dropping one, misses it by a whole weight. */
 static void attend_f32_close(void) {
-    const int dims[] = {128, 64, 80, 72, 256},
+    const int dims[] = {128, 64, 80, 72, 256, 8},
               heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
     const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
+    /* quantized rows need whole blocks of 32: head sizes 8 (blocks across heads), 72 and 80 only
+     * with some head counts */
+    const int types[][2] = {{TYPE_F32, TYPE_F32},   {TYPE_F16, TYPE_F16},  {TYPE_Q8_0, TYPE_Q8_0},
+                            {TYPE_Q4_0, TYPE_Q4_0}, {TYPE_Q8_0, TYPE_F16}, {TYPE_F16, TYPE_Q4_0}};
     const double u = 1.0 / (1 << 24);
-    for (int f16 = 0; f16 < 2; f16++)
-        for (int d = 0; d < 5; d++)
+    for (int ty = 0; ty < 6; ty++)
+        for (int d = 0; d < 6; d++)
             for (int s = 0; s < 8; s++) {
                 int hd = dims[d], nh = heads[(s + d) % 7][0], nkv = heads[(s + d) % 7][1], pos0 = spans[s][0],
                     nq = spans[s][1];
-                int qdim = nh * hd, kvdim = nkv * hd;
+                int qdim = nh * hd, kvdim = nkv * hd, tk = types[ty][0], tv = types[ty][1];
+                if (type_row_bytes((uint32_t)tk, kvdim) == 0 || type_row_bytes((uint32_t)tv, kvdim) == 0) continue;
                 rig r;
-                REQUIRE(!rig_new(&r, f16, nh, nkv, hd, 300, pos0 + nq - 1, nq));
+                REQUIRE(!rig_new(&r, tk, tv, nh, nkv, hd, 300, pos0 + nq - 1, nq));
                 kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, KV_TILED_BATCH};
                 run(&sp, r.b, kernels_variant("scalar"), 1, r.scratch);
                 double *p = malloc(300 * sizeof *p), *bound = malloc((size_t)qdim * nq * sizeof *bound);
@@ -171,7 +174,7 @@ static void attend_f32_close(void) {
                         for (int j = 0; j < n; j++) {
                             double dot = 0, mag = 0;
                             for (int i = 0; i < hd; i++) {
-                                double x = q[i] * cache_at(&r.c, r.c.k, (size_t)j * kvdim + head + i);
+                                double x = q[i] * (double)kv_value(tk, r.c.k, (size_t)j * kvdim + head + i);
                                 dot += x, mag += fabs(x);
                             }
                             p[j] = dot * scale, mx = fmax(mx, p[j]);
@@ -182,7 +185,7 @@ static void attend_f32_close(void) {
                         for (int i = 0; i < hd; i++) {
                             double mag = 0, exact = 0;
                             for (int j = 0; j < n; j++) {
-                                double v = cache_at(&r.c, r.c.v, (size_t)j * kvdim + head + i);
+                                double v = kv_value(tv, r.c.v, (size_t)j * kvdim + head + i);
                                 mag += p[j] / sum * fabs(v), exact += p[j] / sum * v;
                             }
                             size_t at = (size_t)t * qdim + (size_t)h * hd + i;
@@ -202,12 +205,14 @@ static void attend_f32_close(void) {
                                k->name, nth);
                         double w = 0;
                         for (size_t i = 0; i < (size_t)qdim * nq; i++) {
-                            double x = fabs((double)r.a[i] - r.b[i]) / (2 * bound[i]);
+                            double diff = fabs((double)r.a[i] - r.b[i]); /* a value may be 0: bound 0 */
+                            double x = diff == 0 ? 0 : diff / (2 * bound[i]);
                             w = isnan(x) ? INFINITY : fmax(w, x);
                         }
                         CHECKF(w <= 1,
-                               "%s cache, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: %g of the bound",
-                               f16 ? "f16" : "f32", hd, nh, nkv, pos0, nq, k->name, nth, w);
+                               "%s/%s cache, head_dim %d, %d/%d heads, span %d+%d, %s, %d threads: %g of the bound",
+                               type_name((uint32_t)tk), type_name((uint32_t)tv), hd, nh, nkv, pos0, nq, k->name, nth,
+                               w);
                     }
                 }
                 free(p), free(bound), free(one);
@@ -237,8 +242,8 @@ static void store_f16_same(void) {
                              -INFINITY,
                              NAN};
     const int ns = (int)(sizeof special / sizeof special[0]), hd = 21, kvdim = 2 * hd;
-    kv_cache c = {1, 4, 1, 2, 2, hd, NULL, NULL};
-    c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
+    kv_cache c = {TYPE_F16, TYPE_F16, 4, 1, 2, 2, hd, NULL, NULL};
+    c.k = malloc(kv_cache_bytes(&c, TYPE_F16)), c.v = malloc(kv_cache_bytes(&c, TYPE_F16));
     float k[42], v[42];
     REQUIRE(c.k && c.v);
     int same = 1;
@@ -267,10 +272,46 @@ static void store_f16_same(void) {
     free(c.k), free(c.v);
 }
 
+/* Quantized rows: kv_store writes what ggml's CPU backend writes its cache with (Q8_0: the
+ * activation quantizer; Q4_0: the reference one), kv_value reads every type as its codec decodes
+ * it, and Q4_0's layout on a block that it holds exactly (values -8..7 twice: d = 1, element j in
+ * the low nibble of byte j, element j + 16 in the high one). */
+static void store_quant_same(void) {
+    enum { KVD = 96 }; /* three blocks: 2 heads of 48, the middle block across both */
+    const int types[] = {TYPE_F32, TYPE_F16, TYPE_Q8_0, TYPE_Q4_0};
+    for (int ti = 0; ti < 4; ti++) {
+        int t = types[ti];
+        const type_traits *tt = type_get((uint32_t)t);
+        kv_cache c = {t, t, 3, 1, 2, 2, KVD / 2, NULL, NULL};
+        size_t rb = kv_row_bytes(&c, t);
+        uint8_t *want = malloc(rb);
+        float x[KVD], y[KVD], back[KVD];
+        c.k = malloc(kv_cache_bytes(&c, t)), c.v = malloc(kv_cache_bytes(&c, t));
+        REQUIRE(want && c.k && c.v && rb == type_row_bytes((uint32_t)t, KVD));
+        for (int p = 0; p < 3; p++) {
+            for (int i = 0; i < KVD; i++) x[i] = p == 2 ? (float)(i % 16 - 8) : frand(p ? 40.0f : 0.01f), y[i] = -x[i];
+            kv_store(&c, 0, p, x, y);
+            if (t == TYPE_F16) kernels_variant("scalar")->attn.to_f16(x, (uint16_t *)want, KVD);
+            else if (t == TYPE_F32) memcpy(want, x, sizeof x);
+            else (t == TYPE_Q8_0 ? tt->quantize_act : tt->quantize)(x, want, KVD);
+            CHECKF(!memcmp((uint8_t *)c.k + p * rb, want, rb), "%s: row %d differs from the codec's", tt->name, p);
+            tt->to_float((uint8_t *)c.k + p * rb, back, KVD);
+            kv_read(t, c.k, (size_t)p * KVD, KVD, x);
+            CHECKF(!memcmp(back, x, sizeof x), "%s: kv_read differs from to_float (row %d)", tt->name, p);
+            if (t == TYPE_Q4_0 && p == 2) {
+                const uint8_t *b = (const uint8_t *)c.k + 2 * rb;
+                int ok = b[0] == 0x00 && b[1] == 0x3c; /* f16 1.0 */
+                for (int j = 0; j < 16; j++) ok &= b[2 + j] == j * 17;
+                for (int i = 0; i < KVD; i++) ok &= back[i] == (float)(i % 16 - 8);
+                CHECKF(ok, "Q4_0: the exact block is stored or read wrong");
+            }
+        }
+        free(want), free(c.k), free(c.v);
+    }
+}
+
 const test_case attn_tests[] = {
-    {"store_f16_same", store_f16_same},
-    {"attend_f16_same", attend_f16_same},
-    {"attend_f16_edges", attend_f16_edges},
-    {"attend_f32_close", attend_f32_close},
-    {0},
+    {"store_f16_same", store_f16_same},     {"store_quant_same", store_quant_same},
+    {"attend_f16_same", attend_f16_same},   {"attend_f16_edges", attend_f16_edges},
+    {"attend_f32_close", attend_f32_close}, {0},
 };

@@ -20,7 +20,8 @@ static const int32_t toks[N_TOK] = {1, 15, 27, 300, 42, 7};
 static float *eval_cut(backend *b, int cut, trit_err *err) {
     const model *m = b->m;
     const size_t V = (size_t)m->hp.n_vocab;
-    backend_state *st[2] = {b->ops->state_new(b, 64, 1, 1, err), b->ops->state_new(b, 64, 1, 1, err)};
+    backend_state *st[2] = {b->ops->state_new(b, 64, 1, TYPE_F16, TYPE_F16, err),
+                            b->ops->state_new(b, 64, 1, TYPE_F16, TYPE_F16, err)};
     float *logits = malloc(N_TOK * V * sizeof(float)), *x = malloc(N_TOK * (size_t)m->hp.n_embd * sizeof(float));
     if (st[0] && st[1] && logits && x) {
         backend_row rows[2][N_TOK];
@@ -78,7 +79,8 @@ static void test_state_copy_reset(void) {
     const backend_params bp = {.use_mmap = 1, .repack = 1, .repack_cache_min = UINT64_MAX};
     REQUIREF(!backend_open(&b, &backend_cpu, m, &bp, &err), "%s", err.msg);
     const size_t V = (size_t)m->hp.n_vocab;
-    backend_state *a = b.ops->state_new(&b, 32, 1, 1, &err), *c = b.ops->state_new(&b, 32, 1, 1, &err);
+    backend_state *a = b.ops->state_new(&b, 32, 1, TYPE_F16, TYPE_F16, &err),
+                  *c = b.ops->state_new(&b, 32, 1, TYPE_F16, TYPE_F16, &err);
     float *la = malloc(V * sizeof(float)), *lc = malloc(V * sizeof(float)), *first = malloc(V * sizeof(float));
     REQUIRE(a && c && la && lc && first);
     backend_row r;
@@ -107,7 +109,7 @@ static void test_state_copy_reset(void) {
 /* Key or value element i of the cache row (layer slot l, position p). */
 static float kv_at(const kv_cache *c, const void *base, int l, int p, size_t i) {
     size_t at = ((size_t)l * c->n_ctx + p) * c->n_head_kv * c->head_dim + i;
-    return c->f16 ? f16_to_f32(((const uint16_t *)base)[at]) : ((const float *)base)[at];
+    return kv_value(base == c->k ? c->type_k : c->type_v, base, at);
 }
 
 /* Context shift against a fresh evaluation of the shifted tokens at the same positions: the kept
@@ -129,7 +131,8 @@ static void shift_model(const char *rel, int kv_f16) {
     backend b;
     const backend_params bp = {.use_mmap = 1, .repack = 1, .repack_cache_min = UINT64_MAX};
     REQUIREF(!backend_open(&b, &backend_cpu, m, &bp, &err), "%s", err.msg);
-    session *s = session_new(&b, 32, 1, kv_f16, &err), *f = session_new(&b, 32, 1, kv_f16, &err);
+    int ty = kv_f16 ? TYPE_F16 : TYPE_F32;
+    session *s = session_new(&b, 32, 1, ty, ty, &err), *f = session_new(&b, 32, 1, ty, ty, &err);
     REQUIRE(s && f);
     REQUIRE(!session_eval(s, t, N, NULL, 0, &err) && !session_eval(f, kept, N - DISCARD, NULL, 0, &err));
     REQUIRE(!session_shift(s, KEEP, DISCARD, &err));

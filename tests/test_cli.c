@@ -62,6 +62,10 @@ static void test_bad_input(void) {
         "chat -m %s --logit-bias 5",
         "chat -m %s --frequency-penalty nan",
         "chat -m %s -l 99999-inf",
+        "run -m %s -p hi -ctk q5_1",
+        "bench -m %s -d x",
+        "bench -m %s -d -5",
+        "perplexity -m %s -f README.md -ctk f8",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, cases[i], m);
@@ -150,6 +154,20 @@ static void test_run_greedy(void) {
     rc = trit(args, &out, &err);
     CHECKF(rc == 0 && out && !strncmp(out, want, wl), "--no-mmap -ngl: rc %d", rc);
     CHECKF(err && strstr(err, "GPU"), "-ngl gives no note: %s", err ? err : "");
+    free(out);
+    free(err);
+    /* a q8_0 cache keeps this greedy text (measured: its first 60 tokens) */
+    snprintf(args, sizeof args, "run -m %s -p 'Once upon a time' -n %d --temp 0 -ctk q8_0 -ctv q8_0",
+             shared_path("data/models/stories260K.gguf"), n);
+    rc = trit(args, &out, &err);
+    CHECKF(rc == 0 && out && !strncmp(out, want, wl), "-ctk q8_0: rc %d: %s", rc, err ? err : "");
+    free(out);
+    free(err);
+    /* rows of 8 values cannot hold blocks of 32 */
+    snprintf(args, sizeof args, "run -m %s -p hi -ctv q8_0", shared_path("data/models/llama-2-tiny-random.gguf"));
+    rc = trit(args, &out, &err);
+    CHECKF(rc == 1 && err && count_lines(err) == 1 && strstr(err, "whole blocks of 32"), "rc %d: %s", rc,
+           err ? err : "");
     free(out);
     free(err);
     json_decref(js);
@@ -323,7 +341,46 @@ static void test_non_regular_inputs(void) {
     rm_tmpdir(dir);
 }
 
+/* trit bench at depths, as llama-bench: a test per depth, "pp8 @ d16" in the table, n_depth and
+ * the cache types in the JSON lines, the type columns only for a cache that is not f16. */
+static void test_bench_depth(void) {
+    const char *m = shared_path("data/models/stories260K.gguf");
+    char args[1024], *out = NULL;
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -d 0,16 -r 2 -t 1 -ctk q8_0 -o jsonl", m);
+    int rc = trit(args, &out, NULL);
+    REQUIREF(rc == 0 && out, "rc %d", rc);
+    const int want[][3] = {{8, 0, 0}, {0, 4, 0}, {8, 0, 16}, {0, 4, 16}}; /* n_prompt, n_gen, n_depth */
+    int lines = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        json_t *j = json_loads(line, 0, NULL);
+        CHECKF(j && lines < 4, "line %d: %s", lines, line);
+        if (!j || lines >= 4) continue;
+        CHECKF(json_integer_value(json_object_get(j, "n_prompt")) == want[lines][0] &&
+                   json_integer_value(json_object_get(j, "n_gen")) == want[lines][1] &&
+                   json_integer_value(json_object_get(j, "n_depth")) == want[lines][2] &&
+                   !strcmp(json_string_value(json_object_get(j, "type_k")), "q8_0") &&
+                   !strcmp(json_string_value(json_object_get(j, "type_v")), "f16") &&
+                   json_array_size(json_object_get(j, "samples_ns")) == 2 &&
+                   json_real_value(json_object_get(j, "avg_ts")) > 0,
+               "line %d: %s", lines, line);
+        json_decref(j);
+    }
+    CHECK(lines == 4);
+    free(out), out = NULL;
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 4 -d 16 -r 1 -t 1", m);
+    rc = trit(args, &out, NULL);
+    CHECKF(rc == 0 && out && strstr(out, "| pp8 @ d16 ") && strstr(out, "| tg4 @ d16 ") && !strstr(out, "type_k"),
+           "rc %d:\n%s", rc, out ? out : "");
+    free(out), out = NULL;
+    snprintf(args, sizeof args, "bench -m %s -p 8 -n 0 -r 1 -t 1 -ctv q4_0", m);
+    rc = trit(args, &out, NULL);
+    CHECKF(rc == 0 && out && strstr(out, "type_k | type_v") && strstr(out, "|    f16 |   q4_0 | pp8 "), "rc %d:\n%s",
+           rc, out ? out : "");
+    free(out);
+}
+
 const test_case cli_tests[] = {
+    {"bench_depth", test_bench_depth},
     {"non_regular_inputs", test_non_regular_inputs},
     {"sampler_range", test_sampler_range},
     {"serve_empty_key", test_serve_empty_key},

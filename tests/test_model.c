@@ -91,7 +91,8 @@ static void golden_run(const char *model_file, const char *dump, double tol, cmp
         for (int k = 0; k < n; k++) toks[k] = (int32_t)json_integer_value(json_array_get(jt, k));
         size_t off =
             (size_t)json_integer_value(json_object_get(json_object_get(run, "prompt_logits"), "offset_floats"));
-        trit_session_params sp = {.n_ctx = 256, .kv_f32 = kv_f32};
+        trit_session_params sp = {
+            .n_ctx = 256, .type_k = kv_f32 ? TRIT_KV_F32 : TRIT_KV_F16, .type_v = kv_f32 ? TRIT_KV_F32 : TRIT_KV_F16};
         trit_session *s = trit_session_new(m, &sp, err, sizeof err);
         float *lg = malloc((size_t)n * nv * sizeof(float));
         if (!s || !lg || trit_session_eval(s, toks, n, lg, 1, err, sizeof err) ||
@@ -325,7 +326,7 @@ static void test_stories_perplexity(void) {
     int32_t *toks = malloc(8192 * sizeof *toks);
     float *lg = malloc((size_t)512 * nv * sizeof(float));
     char err[512];
-    trit_session_params sp = {.n_ctx = 512, .kv_f32 = 1};
+    trit_session_params sp = {.n_ctx = 512, .type_k = TRIT_KV_F32, .type_v = TRIT_KV_F32};
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     REQUIRE(toks && lg && s);
     double nll = 0;
@@ -373,7 +374,7 @@ static void test_session_batch_and_copy(void) {
         int32_t toks[40];
         for (int i = 0; i < 40; i++) toks[i] = (int32_t)((i * 37 + 11) % nv);
         char err[512];
-        trit_session_params sp = {.n_ctx = 64, .kv_f32 = 1};
+        trit_session_params sp = {.n_ctx = 64, .type_k = TRIT_KV_F32, .type_v = TRIT_KV_F32};
         trit_session *a = trit_session_new(m, &sp, err, sizeof err), *b = trit_session_new(m, &sp, err, sizeof err);
         trit_session *c = trit_session_new(m, &sp, err, sizeof err);
         float *all = malloc((size_t)40 * nv * sizeof(float)), *one = malloc((size_t)nv * sizeof(float));
@@ -413,7 +414,7 @@ static void test_eval_batch(void) {
     REQUIRE(m);
     int nv = trit_model_n_vocab(m);
     char err[512];
-    trit_session_params sp = {.n_ctx = 96, .kv_f32 = 1};
+    trit_session_params sp = {.n_ctx = 96, .type_k = TRIT_KV_F32, .type_v = TRIT_KV_F32};
     trit_session *solo[3], *batched[3];
     for (int i = 0; i < 3; i++) {
         solo[i] = trit_session_new(m, &sp, err, sizeof err);

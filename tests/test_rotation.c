@@ -124,7 +124,7 @@ static void eval_all(const char *path, float *out, int n, const int32_t *toks, i
     trit_model *m = trit_model_load(path, NULL, err, sizeof err);
     CHECKF(m, "%s: %s", path, err);
     if (!m) return;
-    trit_session_params sp = {.n_ctx = 64, .kv_f32 = 1};
+    trit_session_params sp = {.n_ctx = 64, .type_k = TRIT_KV_F32, .type_v = TRIT_KV_F32};
     trit_session *s = trit_session_new(m, &sp, err, sizeof err);
     int rc = s ? trit_session_eval(s, toks, n, out, 1, err, sizeof err) : -1;
     CHECKF(!rc == !!expect_ok, "%s: %s", path, err);

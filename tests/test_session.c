@@ -19,12 +19,17 @@ static trit_model *load(const char *rel) {
     return m;
 }
 
-static trit_session *new_session(trit_model *m, int n_ctx, int kv_f32) {
+static trit_session *new_kv_session(trit_model *m, int n_ctx, trit_kv_type k, trit_kv_type v) {
     char err[256];
-    trit_session_params p = {.n_ctx = n_ctx, .n_threads = 1, .kv_f32 = kv_f32};
+    trit_session_params p = {.n_ctx = n_ctx, .n_threads = 1, .type_k = k, .type_v = v};
     trit_session *s = trit_session_new(m, &p, err, sizeof err);
     if (!s) test_failed(__FILE__, __LINE__, "%s", err);
     return s;
+}
+
+static trit_session *new_session(trit_model *m, int n_ctx, int kv_f32) {
+    trit_kv_type t = kv_f32 ? TRIT_KV_F32 : TRIT_KV_F16;
+    return new_kv_session(m, n_ctx, t, t);
 }
 
 /* Evaluates calls[i] = {from, to} of A in turn, then B with all its logits into out (when set). */
@@ -113,11 +118,11 @@ static char *tmp_file(char *dir, size_t n, const char *name) {
 
 /* A saved session loaded into another continues with B's logits bit for bit, and the words saved
  * with it come back. */
-static void round_trip(const char *rel, int kv_f32) {
+static void round_trip(const char *rel, trit_kv_type k, trit_kv_type v) {
     trit_model *m = load(rel);
     REQUIRE(m);
     size_t V = (size_t)trit_model_n_vocab(m);
-    trit_session *a = new_session(m, CTX, kv_f32), *b = new_session(m, 32, kv_f32);
+    trit_session *a = new_kv_session(m, CTX, k, v), *b = new_kv_session(m, 32, k, v);
     float *la = malloc(N_B * V * sizeof(float)), *lb = malloc(N_B * V * sizeof(float));
     char err[256], dir[64];
     const char *path = tmp_file(dir, sizeof dir, "state.bin");
@@ -144,9 +149,16 @@ static void round_trip(const char *rel, int kv_f32) {
     rm_tmpdir(dir);
 }
 
-static void test_save_load_llama(void) { round_trip("golden/models/tiny-llama-F32.gguf", 0); }
-static void test_save_load_llama_f32(void) { round_trip("golden/models/tiny-llama-TQ2_0.gguf", 1); }
-static void test_save_load_qwen35(void) { round_trip("golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf", 0); }
+static void test_save_load_llama(void) { round_trip("golden/models/tiny-llama-F32.gguf", TRIT_KV_F16, TRIT_KV_F16); }
+static void test_save_load_llama_f32(void) {
+    round_trip("golden/models/tiny-llama-TQ2_0.gguf", TRIT_KV_F32, TRIT_KV_F32);
+}
+static void test_save_load_qwen35(void) {
+    round_trip("golden/models/tiny-qwen35-hadamard-PTQ1_0.gguf", TRIT_KV_F16, TRIT_KV_F16);
+}
+static void test_save_load_quantized(void) {
+    round_trip("golden/models/tiny-qwen3-PTQ1_0.gguf", TRIT_KV_Q8_0, TRIT_KV_Q4_0);
+}
 
 /* Loads path into s, expecting a refusal whose message holds want; returns the session's position. */
 static int refused(trit_session *s, const char *path, int max_words, const char *want) {
@@ -171,16 +183,19 @@ static void test_load_refused(void) {
                *q35 = load("golden/models/tiny-qwen35-F32.gguf");
     REQUIRE(m && other && q35);
     trit_session *s = new_session(m, CTX, 0), *o = new_session(other, CTX, 0), *q = new_session(q35, CTX, 0),
-                 *f32 = new_session(m, CTX, 1), *small = new_session(m, 8, 0), *t = new_session(m, CTX, 0);
+                 *f32 = new_session(m, CTX, 1), *small = new_session(m, 8, 0), *t = new_session(m, CTX, 0),
+                 *q8 = new_kv_session(m, CTX, TRIT_KV_F16, TRIT_KV_Q8_0);
     char err[256], dir[64];
     const char *path = tmp_file(dir, sizeof dir, "state.bin");
-    REQUIRE(s && o && q && f32 && small && t && path);
+    REQUIRE(s && o && q && f32 && small && t && q8 && path);
     REQUIRE(!trit_session_eval(s, A, N_A, NULL, 0, err, sizeof err));
     REQUIRE(!trit_session_eval(t, B, 2, NULL, 0, err, sizeof err));
     REQUIRE(trit_session_save_file(s, path, A, N_A, err, sizeof err) > 0);
     CHECK(refused(o, path, N_A, "another model") == 0);
     CHECK(refused(q, path, N_A, "another model") == 0);
-    CHECK(refused(f32, path, N_A, "f16 KV cache") == 0);
+    CHECK(refused(f32, path, N_A, "holds a F16/F16 KV cache, the session a F32/F32 one") == 0);
+    CHECK(refused(q8, path, N_A, "the session a F16/Q8_0 one") == 0);
+    CHECK(trit_session_copy(q8, s, err, sizeof err) == -1 && strstr(err, "cache types"));
     CHECK(refused(small, path, N_A, "more than the session's context") == 0);
     CHECK(refused(t, path, N_A - 1, "more than the 11 that fit") == 2);
     size_t n = 0;
@@ -202,8 +217,8 @@ static void test_load_refused(void) {
     CHECK(refused(s, path, N_A, "version 9") == 0);
     CHECK(refused(s, "/nonexistent/state.bin", N_A, "cannot open") == 0);
     free(bytes);
-    trit_session *all[] = {s, o, q, f32, small, t};
-    for (int i = 0; i < 6; i++) trit_session_free(all[i]);
+    trit_session *all[] = {s, o, q, f32, small, t, q8};
+    for (int i = 0; i < 7; i++) trit_session_free(all[i]);
     trit_model_free(m), trit_model_free(other), trit_model_free(q35);
     rm_tmpdir(dir);
 }
@@ -228,9 +243,15 @@ static void test_shift_refused(void) {
 }
 
 const test_case session_tests[] = {
-    {"rewind_llama", test_rewind_llama},         {"rewind_qwen3", test_rewind_qwen3},
-    {"rewind_qwen35", test_rewind_qwen35},       {"checkpoints_kept", test_checkpoints_kept},
-    {"save_load_llama", test_save_load_llama},   {"save_load_llama_f32", test_save_load_llama_f32},
-    {"save_load_qwen35", test_save_load_qwen35}, {"load_refused", test_load_refused},
-    {"shift_refused", test_shift_refused},       {NULL, NULL},
+    {"rewind_llama", test_rewind_llama},
+    {"rewind_qwen3", test_rewind_qwen3},
+    {"rewind_qwen35", test_rewind_qwen35},
+    {"checkpoints_kept", test_checkpoints_kept},
+    {"save_load_llama", test_save_load_llama},
+    {"save_load_llama_f32", test_save_load_llama_f32},
+    {"save_load_qwen35", test_save_load_qwen35},
+    {"load_refused", test_load_refused},
+    {"save_load_quantized", test_save_load_quantized},
+    {"shift_refused", test_shift_refused},
+    {NULL, NULL},
 };

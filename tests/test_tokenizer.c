@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "tok_test.h"
+#include "trit.h"
 
 /* Runs the vectors of data/vocab/NAME.gguf against that file's vocabulary. */
 static void run_vocab_vectors(const char *name, int prefix, int *total, int *passed) {
@@ -130,6 +131,27 @@ static void test_small_buffer(void) {
     CHECK(vocab_token_to_piece(v, 403, buf, 0, 0) == -5); /* "▁Once" -> " Once" */
     CHECK(vocab_token_to_piece(v, 403, buf, 5, 0) == 5 && memcmp(buf, " Once", 5) == 0);
     vocab_free(v);
+}
+
+/* A malformed lead byte before a space takes two bytes of its U+2581 into one character that is
+ * no token: four byte tokens for two bytes of text. trit_tokenize_alloc sizes its array for that
+ * (a buffer of len + 8 is short), and gives trit_tokenize's tokens. */
+static void test_spm_expansion(void) {
+    char err[256], text[64 * 2 + 1] = "";
+    for (int i = 0; i < 64; i++) strcat(text, "\xe1 ");
+    const size_t len = strlen(text);
+    trit_model_params mp = trit_model_default_params();
+    trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), &mp, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    int32_t *t = NULL, *u = malloc((3 * len + 8) * sizeof *u);
+    REQUIRE(u);
+    int need = trit_tokenize(m, text, len, 1, 0, u, (int)len + 8);
+    int n = trit_tokenize_alloc(m, text, len, 1, 0, &t);
+    CHECKF(need < -(int)(len + 8) && n == -need && n <= (int)(3 * len + 8), "len %zu: need %d, got %d", len, need, n);
+    CHECK(t && trit_tokenize(m, text, len, 1, 0, u, (int)(3 * len + 8)) == n && !memcmp(t, u, (size_t)n * sizeof *t));
+    free(t), free(u);
+    CHECK(trit_tokenize_alloc(m, NULL, 3, 1, 0, &t) == INT_MIN && !t);
+    trit_model_free(m);
 }
 
 static void test_pieces(void) {
@@ -384,6 +406,7 @@ const test_case tokenizer_tests[] = {
     {"llama_corpus_roundtrip", test_llama_corpus_roundtrip},
     {"parse_special", test_parse_special},
     {"small_buffer", test_small_buffer},
+    {"spm_expansion", test_spm_expansion},
     {"pieces", test_pieces},
     {"invalid_utf8", test_invalid_utf8},
     {"load_errors", test_load_errors},

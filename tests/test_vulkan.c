@@ -284,8 +284,15 @@ static void test_attention(void) {
             }
     CHECK(!memcmp(kc, vk_buf_map(gk), (size_t)L * CTX * KV * 2) &&
           !memcmp(vc, vk_buf_map(gv), (size_t)L * CTX * KV * 2));
-    kv_cache cache = {
-        .f16 = 1, .n_ctx = CTX, .n_layer = L, .n_head = NH, .n_head_kv = NKV, .head_dim = HD, .k = kc, .v = vc};
+    kv_cache cache = {.type_k = TYPE_F16,
+                      .type_v = TYPE_F16,
+                      .n_ctx = CTX,
+                      .n_layer = L,
+                      .n_head = NH,
+                      .n_head_kv = NKV,
+                      .head_dim = HD,
+                      .k = kc,
+                      .v = vc};
     float want[HD], scores[KEYS + 2 * HD];
     const float *qs = (const float *)vk_buf_map(q) + NH * HD, *os = (const float *)vk_buf_map(o) + NH * HD;
     /* plain f32 softmax, then ggml's f16 arithmetic: the order of the score sums may move an f16
@@ -579,7 +586,7 @@ static float *run_tokens(const backend_ops *ops, const model *m, int first, cons
                                .device_ops = &backend_vulkan};
     if (backend_open(&b, ops, m, &bp, err)) return NULL;
     const size_t V = (size_t)m->hp.n_vocab;
-    backend_state *st = b.ops->state_new(&b, 64, 1, 1, err);
+    backend_state *st = b.ops->state_new(&b, 64, 1, TYPE_F16, TYPE_F16, err);
     float *logits = st ? malloc((size_t)n_tok * V * sizeof(float)) : NULL;
     backend_row rows[64];
     float *out[64];
@@ -725,7 +732,7 @@ static void test_backend_models(void) {
         backend b;
         const backend_params bp = {.use_mmap = 1, .repack = 1, .repack_cache_min = UINT64_MAX};
         REQUIREF(!backend_open(&b, k ? &backend_vulkan : &backend_cpu, m, &bp, &err), "%s", err.msg);
-        backend_state *st = b.ops->state_new(&b, 64, 1, 1, &err);
+        backend_state *st = b.ops->state_new(&b, 64, 1, TYPE_F16, TYPE_F16, &err);
         float *lg = malloc((size_t)m->hp.n_vocab * sizeof *lg);
         REQUIRE(st && lg);
         seq[k][0] = 1;
@@ -780,9 +787,11 @@ static void test_engine_offload(void) {
     CHECKF(logit_gap(ls[1], ls[0], (size_t)V0) <= 1e-3, "shifted: %.3g", logit_gap(ls[1], ls[0], (size_t)V0));
     free(ls[0]), free(ls[1]);
     trit_session_free(s);
-    sp.kv_f32 = 1;
+    sp.type_k = sp.type_v = TRIT_KV_F32;
     CHECK(!trit_session_new(m, &sp, err, sizeof err) && strstr(err, "KV cache is f16"));
-    sp.kv_f32 = 0;
+    sp.type_k = TRIT_KV_F16, sp.type_v = TRIT_KV_Q8_0;
+    CHECK(!trit_session_new(m, &sp, err, sizeof err) && strstr(err, "a F16/Q8_0 cache runs on the CPU"));
+    sp.type_k = sp.type_v = TRIT_KV_F16;
     trit_model_free(m);
     static const struct {
         const char *path;

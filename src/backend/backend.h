@@ -71,8 +71,9 @@ struct backend_ops {
     const char *(*weights_source)(const backend *b);
     /* A device backend's report (NULL for the CPU's). */
     void (*device_info)(const backend *b, backend_device *out);
-    /* n_threads <= 0: the backend's default. kv_f16: an f16 KV cache (llama.cpp's default). */
-    backend_state *(*state_new)(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err);
+    /* n_threads <= 0: the backend's default. type_k, type_v: the KV cache's element types (types.h
+     * ids: F16, llama.cpp's default, F32, Q8_0 or Q4_0; the session has checked the row shape). */
+    backend_state *(*state_new)(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err);
     void (*state_free)(backend_state *st);
     /* Forgets every position: recurrent state zeroed (the KV cache is simply overwritten). */
     void (*state_reset)(backend_state *st);

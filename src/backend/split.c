@@ -53,15 +53,15 @@ static void split_state_free(backend_state *bs) {
     free(s);
 }
 
-static backend_state *split_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
+static backend_state *split_state_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
     split_backend *sb = SPLIT(b);
     split_state *s = calloc(1, sizeof *s);
     if (!s) return fail(err, "out of memory"), NULL;
     s->base.b = b;
     s->x = malloc((size_t)BACKEND_MAX_ROWS * (size_t)b->m->hp.n_embd * sizeof *s->x);
     if (!s->x) return fail(err, "out of memory"), split_state_free(&s->base), NULL;
-    if (!(s->cpu = sb->cpu.ops->state_new(&sb->cpu, n_ctx, n_threads, kv_f16, err)) ||
-        !(s->dev = sb->dev.ops->state_new(&sb->dev, n_ctx, n_threads, kv_f16, err)))
+    if (!(s->cpu = sb->cpu.ops->state_new(&sb->cpu, n_ctx, n_threads, type_k, type_v, err)) ||
+        !(s->dev = sb->dev.ops->state_new(&sb->dev, n_ctx, n_threads, type_k, type_v, err)))
         return split_state_free(&s->base), NULL;
     return &s->base;
 }

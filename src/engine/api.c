@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend/backend.h"
 #ifdef TRIT_VULKAN
@@ -194,6 +195,23 @@ int trit_tokenize(const trit_model *m, const char *text, size_t len, int add_spe
     return vocab_tokenize(m->m->vocab, text, len, add_special, parse_special, tokens, max_tokens);
 }
 
+int trit_tokenize_alloc(const trit_model *m, const char *text, size_t len, int add_special, int parse_special,
+                        int32_t **tokens) {
+    *tokens = NULL;
+    if (len > (size_t)INT_MAX - 8) return INT_MIN;
+    int cap = (int)len + 8, n = INT_MIN; /* enough for most texts; else a second pass at the count */
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *t = realloc(*tokens, (size_t)cap * sizeof *t);
+        if (!t) break;
+        *tokens = t;
+        n = trit_tokenize(m, text, len, add_special, parse_special, t, cap);
+        if (n >= 0 || n == INT_MIN) break;
+        cap = -n;
+    }
+    if (n < 0) free(*tokens), *tokens = NULL, n = INT_MIN;
+    return n;
+}
+
 int64_t trit_tokens_at_least(const trit_model *m, size_t len) {
     return (int64_t)(len / (size_t)m->m->vocab->max_piece);
 }
@@ -223,8 +241,25 @@ trit_grammar *trit_grammar_new(const trit_model *m, const char *gbnf, const char
 
 void trit_grammar_free(trit_grammar *g) { grammar_free(g); }
 
+static const struct {
+    const char *name;
+    int type; /* types.h id */
+} kv_types[] = {[TRIT_KV_F16] = {"f16", TYPE_F16},
+                [TRIT_KV_F32] = {"f32", TYPE_F32},
+                [TRIT_KV_Q8_0] = {"q8_0", TYPE_Q8_0},
+                [TRIT_KV_Q4_0] = {"q4_0", TYPE_Q4_0}};
+#define N_KV_TYPES (int)(sizeof kv_types / sizeof kv_types[0])
+
+int trit_kv_type_from_name(const char *name) {
+    for (int i = 0; name && i < N_KV_TYPES; i++)
+        if (!strcasecmp(name, kv_types[i].name)) return i;
+    return -1;
+}
+
+const char *trit_kv_type_name(trit_kv_type t) { return (int)t >= 0 && (int)t < N_KV_TYPES ? kv_types[t].name : NULL; }
+
 trit_session_params trit_session_default_params(void) {
-    trit_session_params p = {.n_ctx = 0, .n_threads = 0, .kv_f32 = 0};
+    trit_session_params p = {.n_ctx = 0, .n_threads = 0, .type_k = TRIT_KV_F16, .type_v = TRIT_KV_F16};
     return p;
 }
 
@@ -232,12 +267,17 @@ trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char
     trit_session_params def = trit_session_default_params();
     if (!p) p = &def;
     trit_err e = {{0}};
+    if (!trit_kv_type_name(p->type_k) || !trit_kv_type_name(p->type_v)) {
+        snprintf(err, errlen, "unknown KV cache type %d",
+                 trit_kv_type_name(p->type_k) ? (int)p->type_v : (int)p->type_k);
+        return NULL;
+    }
     trit_session *ts = malloc(sizeof *ts);
     if (!ts) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    ts->s = session_new(&m->b, p->n_ctx, p->n_threads, !p->kv_f32, &e);
+    ts->s = session_new(&m->b, p->n_ctx, p->n_threads, kv_types[p->type_k].type, kv_types[p->type_v].type, &e);
     if (!ts->s) {
         copy_err(&e, err, errlen);
         free(ts);

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
+#include "types/types.h"
+
+session *session_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
     const model *m = b->m;
     if (!model_has_weights(m)) {
         fail(err, "%s: the file has no weights (vocabulary only)", m->file->path);
@@ -16,6 +18,15 @@ session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err 
         fail(err, "context length %d is too large", n_ctx);
         return NULL;
     }
+    int kvdim = m->hp.n_head_kv * m->hp.head_dim, types[2] = {type_k, type_v};
+    for (int i = 0; i < 2; i++) /* rows of whole blocks: a row's blocks never straddle two positions */
+        if (kvdim > 0 && type_row_bytes((uint32_t)types[i], kvdim) == 0) {
+            fail(err,
+                 "a %s KV cache needs rows of whole blocks of %d; this model's rows hold %d values (n_head_kv x "
+                 "head_dim)",
+                 type_name((uint32_t)types[i]), (int)type_get((uint32_t)types[i])->blck, kvdim);
+            return NULL;
+        }
     session *s = calloc(1, sizeof *s);
     if (!s) {
         fail(err, "out of memory");
@@ -23,8 +34,8 @@ session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err 
     }
     s->b = b;
     s->n_ctx = n_ctx;
-    s->kv_f16 = kv_f16;
-    if (!(s->st = b->ops->state_new(b, n_ctx, n_threads, kv_f16, err))) {
+    s->type_k = type_k, s->type_v = type_v;
+    if (!(s->st = b->ops->state_new(b, n_ctx, n_threads, type_k, type_v, err))) {
         free(s);
         return NULL;
     }
@@ -135,11 +146,11 @@ int session_shift(session *s, int n_keep, int n_discard, trit_err *err) {
 
 /* ---- the state file ----
  * u32 magic, u32 version, u32 n_words, n_words int32 words (the caller's: the tokens), then the
- * body: u64 model fingerprint, u32 n_past, kv_f16, n_layer, n_embd, n_vocab, the backend's regions
+ * body: u64 model fingerprint, u32 n_past, type_k, type_v, n_layer, n_embd, n_vocab, the backend's regions
  * of n_past positions, and a u64 hash of the body. The words stay outside the hash so a caller
  * may rewrite them (llama-server's legacy token lists). */
 #define STATE_MAGIC 0x53535254u /* "TRSS" */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u /* 2: the key and value types (was one f16 flag) */
 #define STATE_MAX_WORDS (1 << 24)
 
 typedef struct {
@@ -181,7 +192,7 @@ static uint64_t model_fingerprint(const model *m) {
 
 typedef struct {
     uint64_t fingerprint;
-    uint32_t n_past, kv_f16, n_layer, n_embd, n_vocab;
+    uint32_t n_past, type_k, type_v, n_layer, n_embd, n_vocab;
 } state_head;
 
 static state_head head_of(const session *s) {
@@ -189,7 +200,7 @@ static state_head head_of(const session *s) {
     state_head h;
     memset(&h, 0, sizeof h); /* padding included: the struct is hashed */
     h.fingerprint = model_fingerprint(s->b->m);
-    h.n_past = (uint32_t)s->n_past, h.kv_f16 = (uint32_t)s->kv_f16;
+    h.n_past = (uint32_t)s->n_past, h.type_k = (uint32_t)s->type_k, h.type_v = (uint32_t)s->type_v;
     h.n_layer = (uint32_t)hp->n_layer, h.n_embd = (uint32_t)hp->n_embd, h.n_vocab = (uint32_t)hp->n_vocab;
     return h;
 }
@@ -221,9 +232,11 @@ long long session_load(session *s, FILE *f, int32_t *words, int max_words, int *
         h.n_vocab != want.n_vocab)
         return fail(err, "the state file was saved from another model (%u layers, dim %u, %u tokens vocabulary)",
                     h.n_layer, h.n_embd, h.n_vocab);
-    if (h.kv_f16 != want.kv_f16)
-        return fail(err, "the state file holds an %s KV cache, the session an %s one", h.kv_f16 ? "f16" : "f32",
-                    want.kv_f16 ? "f16" : "f32");
+    if (h.type_k != want.type_k || h.type_v != want.type_v) {
+        const char *k = type_name(h.type_k), *v = type_name(h.type_v);
+        return fail(err, "the state file holds a %s/%s KV cache, the session a %s/%s one", k ? k : "?", v ? v : "?",
+                    type_name(want.type_k), type_name(want.type_v));
+    }
     if (h.n_past > (uint32_t)s->n_ctx)
         return fail(err, "the state file holds %u positions, more than the session's context of %d", h.n_past,
                     s->n_ctx);

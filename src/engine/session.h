@@ -20,13 +20,14 @@ typedef struct {
 typedef struct session {
     backend *b;
     backend_state *st;
-    int n_ctx, n_past, kv_f16;
+    int n_ctx, n_past, type_k, type_v;
     session_ckpt ckpt[SESSION_CKPTS]; /* oldest first */
     int n_ckpt;
 } session;
 
-/* kv_f16: keep the KV cache in f16 (llama.cpp's default) rather than f32. */
-session *session_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err);
+/* type_k, type_v: the KV cache's key and value types (types.h ids: TYPE_F16, llama.cpp's
+ * default, TYPE_F32, TYPE_Q8_0 or TYPE_Q4_0); a quantized type needs rows of whole blocks. */
+session *session_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err);
 void session_free(session *s);
 /* Forgets every token: position 0, recurrent state zeroed. */
 void session_reset(session *s);

@@ -26,39 +26,25 @@ void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* q · one cached key row (hd values) and out += p * one cached value row, for either cache type. */
-static float dot_row(const kv_cache *c, const void *base, size_t at, const float *q, int hd) {
-    float s = 0;
-    if (c->f16) {
-        const uint16_t *k = (const uint16_t *)base + at;
-        for (int i = 0; i < hd; i++) s += q[i] * kv_h2f(k[i]);
-    } else {
-        const float *k = (const float *)base + at;
-        for (int i = 0; i < hd; i++) s += q[i] * k[i];
-    }
-    return s;
+void kv_read(int t, const void *base, size_t at, int n, float *dst) {
+    for (int i = 0; i < n; i++) dst[i] = kv_value(t, base, at + (size_t)i);
 }
 
-static void axpy_row(const kv_cache *c, const void *base, size_t at, float p, float *out, int hd) {
-    if (c->f16) {
-        const uint16_t *v = (const uint16_t *)base + at;
-        for (int i = 0; i < hd; i++) out[i] += p * kv_h2f(v[i]);
-    } else {
-        const float *v = (const float *)base + at;
-        for (int i = 0; i < hd; i++) out[i] += p * v[i];
-    }
-}
-
-/* Softmax attention in f32 over either cache type: the f32 cache's only path, and for an f16
- * cache what ggml's tiled kernel computes for large prompt batches (f32 query and accumulator). */
+/* Softmax attention in f32 over any cache type: the f32 and quantized caches' only path, and for an
+ * f16 cache what ggml's tiled kernel computes for large prompt batches (f32 query and accumulator). */
 void kernels_attend_plain(const kv_cache *c, int il, int h, const float *qh, int n_keys, float *o, float *scores) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
     size_t head = (size_t)il * c->n_ctx * kvdim + (size_t)(h / group) * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int j = 0; j < n_keys; j++) scores[j] = dot_row(c, c->k, head + (size_t)j * kvdim, qh, hd) * scale;
+    for (int j = 0; j < n_keys; j++) {
+        float s = 0;
+        for (int i = 0; i < hd; i++) s += qh[i] * kv_value(c->type_k, c->k, head + (size_t)j * kvdim + i);
+        scores[j] = s * scale;
+    }
     softmax(scores, n_keys);
     memset(o, 0, (size_t)hd * sizeof(float));
-    for (int j = 0; j < n_keys; j++) axpy_row(c, c->v, head + (size_t)j * kvdim, scores[j], o, hd);
+    for (int j = 0; j < n_keys; j++)
+        for (int i = 0; i < hd; i++) o[i] += scores[j] * kv_value(c->type_v, c->v, head + (size_t)j * kvdim + i);
 }
 
 /* f16 dot product in ggml's AVX2 order: four 8-lane fused accumulators over steps of 32,

@@ -8,13 +8,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "types/types.h"
 
 typedef struct {
-    int f16; /* element type: 1 = f16, 0 = f32 */
+    int type_k, type_v; /* element types (types.h ids): F16, F32, Q8_0 or Q4_0; K and V may differ */
     int n_ctx, n_layer;
     int n_head, n_head_kv, head_dim;
-    void *k, *v; /* [n_layer][n_ctx][n_head_kv * head_dim] */
+    void *k, *v; /* [n_layer][n_ctx] rows of n_head_kv * head_dim values (blocks of 32 for Q8_0, Q4_0) */
 } kv_cache;
+
+/* The f16 arithmetic (ggml's, bit for bit) applies to a cache whose keys and values are both f16. */
+static inline int kv_is_f16(const kv_cache *c) { return c->type_k == TYPE_F16 && c->type_v == TYPE_F16; }
 
 /* Flash attention's shape (fa_tiles): */
 #define FA_ROWS 32 /* query rows of a tile: two vectors of 16 */
@@ -31,9 +37,9 @@ typedef void (*kernel_attend)(const kv_cache *c, int il, int h, const float *q, 
                               float *scratch);
 
 typedef struct {
-    /* softmax(q · K / sqrt(head_dim)) · V in f32 for query head h, over either cache type: the f32
-     * cache's only arithmetic, and for an f16 cache what ggml's tiled kernel computes for large
-     * prompt batches. scores: n_keys floats. */
+    /* softmax(q · K / sqrt(head_dim)) · V in f32 for query head h, over any cache type (its values
+     * read as f32): the only arithmetic of the f32 and quantized caches, and for an f16 cache what
+     * ggml's tiled kernel computes for large prompt batches. scores: n_keys floats. */
     void (*plain)(const kv_cache *c, int il, int h, const float *q, int n_keys, float *o, float *scores);
     /* ggml's f16 flash attention (f16 query, f16 dot products, online softmax, f16 accumulator)
      * on an f16 cache for query heads of one KV head, at most f16_heads of them a call. scratch:
@@ -59,6 +65,26 @@ typedef struct {
  * (the values are identical); filled when the scalar set is built. */
 extern float kv_f16_lut[65536];
 static inline float kv_h2f(uint16_t h) { return kv_f16_lut[h]; }
+/* Value i (an element index into the cache: rows of n_head_kv * head_dim) of a cache part of
+ * type t, as f32: how every set reads the types it has no code of its own for. */
+static inline float kv_value(int t, const void *base, size_t i) {
+    const uint8_t *b;
+    uint16_t d;
+    switch (t) {
+    case TYPE_F32: return ((const float *)base)[i];
+    case TYPE_F16: return kv_h2f(((const uint16_t *)base)[i]);
+    case TYPE_Q8_0: /* Q8_0: f16 d, 32 int8 */
+        b = (const uint8_t *)base + i / 32 * 34;
+        memcpy(&d, b, 2);
+        return kv_h2f(d) * (float)(int8_t)b[2 + i % 32];
+    default: /* Q4_0: f16 d, 16 bytes: element j in the low nibble of byte j, j + 16 in the high one */
+        b = (const uint8_t *)base + i / 32 * 18;
+        memcpy(&d, b, 2);
+        return kv_h2f(d) * (float)(((b[2 + i % 16] >> (i % 32 >= 16 ? 4 : 0)) & 15) - 8);
+    }
+}
+/* Values at..at+n-1 as f32 (kv_value's). */
+void kv_read(int t, const void *base, size_t at, int n, float *dst);
 /* In-place softmax over n values (f32 exponentials, summed in double). */
 void softmax(float *x, int n);
 /* The scalar set's plain entry, which the SIMD ones fall back to for head sizes they do not take. */

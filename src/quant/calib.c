@@ -196,7 +196,7 @@ int calib_run(const char *model_path, const char *text_path, const calib_params 
         goto done;
     }
     int threads = p->n_threads > 0 ? p->n_threads : trit_physical_cores();
-    if (!(s = session_new(&b, p->n_ctx, threads, 1, err))) goto done;
+    if (!(s = session_new(&b, p->n_ctx, threads, TYPE_F16, TYPE_F16, err))) goto done;
     const char *base = strrchr(text_path, '/');
     if (!(d->dataset = strdup(base ? base + 1 : text_path))) {
         fail(err, "out of memory");

@@ -162,6 +162,8 @@ static ppl_params ppl_in(const trit_perplexity_params *p) {
                         .n_chunks = p->n_chunks,
                         .n_batch = p->n_batch,
                         .n_threads = p->n_threads,
+                        .type_k = p->type_k,
+                        .type_v = p->type_v,
                         .out = p->out,
                         .log = p->log};
 }

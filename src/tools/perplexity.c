@@ -31,14 +31,9 @@ static double now_s(void) {
 
 int ppl_tokenize(trit_model *m, const char *text, size_t len, int32_t **tokens, int *n_tokens, trit_err *err) {
     if (len > (size_t)INT_MAX - 16) return fail(err, "the text is too long");
-    int cap = (int)len + 8;
-    int32_t *t = malloc((size_t)cap * sizeof *t);
-    if (!t) return fail(err, "out of memory");
-    int n = trit_tokenize(m, text, len, 1, 0, t, cap);
-    if (n < 0) {
-        free(t);
-        return fail(err, "tokenization failed");
-    }
+    int32_t *t = NULL;
+    int n = trit_tokenize_alloc(m, text, len, 1, 0, &t);
+    if (n < 0) return fail(err, "tokenization failed");
     *tokens = t;
     *n_tokens = n;
     return 0;
@@ -52,7 +47,7 @@ static int eval_open(evaluator *e, trit_model *m, const ppl_params *p, int n_ctx
     e->n_batch = p->n_batch > 0 && p->n_batch < n_ctx ? p->n_batch : n_ctx;
     e->n_vocab = trit_model_n_vocab(m);
     e->bos = trit_add_bos(m) ? trit_token_bos(m) : -1;
-    trit_session_params sp = {.n_ctx = n_ctx, .n_threads = p->n_threads};
+    trit_session_params sp = {.n_ctx = n_ctx, .n_threads = p->n_threads, .type_k = p->type_k, .type_v = p->type_v};
     if (!(e->s = trit_session_new(m, &sp, msg, sizeof msg))) return fail(err, "%s", msg);
     e->chunk = malloc((size_t)n_ctx * sizeof *e->chunk);
     e->logits = malloc((size_t)e->n_batch * e->n_vocab * sizeof *e->logits);

@@ -115,6 +115,42 @@ float q8_0_vec_dot(int64_t n, const void *w, const void *act) {
     return s;
 }
 
+/* ---- Q4_0: 32 values (q - 8) * d, q in 0..15, and an f16 scale. */
+
+void q4_0_to_float(const void *src, float *dst, int64_t n) {
+    const block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        float d = f16_to_f32(b[i].d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            dst[i * QK4_0 + j] = ((b[i].qs[j] & 15) - 8) * d;
+            dst[i * QK4_0 + j + QK4_0 / 2] = ((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* x * id + 8.5 truncated, at most 15, as ggml; clamped first so NaN and infinities convert safely
+ * (finite rows are unchanged: |x * id| <= 8 up to rounding). */
+static int q4_code(float x, float id) {
+    float t = x * id + 8.5f;
+    if (!(t == t)) return 8;
+    return t < 0.0f ? 0 : t >= 15.0f ? 15 : (int)t;
+}
+
+/* ggml's quantize_row_q4_0_ref: d = (the value of largest magnitude) / -8. */
+void q4_0_quantize(const float *src, void *dst, int64_t n) {
+    block_q4_0 *b = dst;
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        const float *x = src + i * QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+        float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = f32_to_f16(d);
+        for (int j = 0; j < QK4_0 / 2; j++)
+            b[i].qs[j] = (uint8_t)(q4_code(x[j], id) | q4_code(x[j + QK4_0 / 2], id) << 4);
+    }
+}
+
 /* ---- Q8_K: f32 scale, 256 int8, 16 sums of 16 (activation side of TQ1_0/TQ2_0/PQ2_0). */
 
 void q8_K_to_float(const void *src, float *dst, int64_t n) {

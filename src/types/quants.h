@@ -19,6 +19,9 @@ QUANT_DECLARE(f32)
 QUANT_DECLARE(f16)
 QUANT_DECLARE(bf16)
 QUANT_DECLARE(q8_0)
+/* Q4_0 is a KV cache type only (no vec_dot): to_float and ggml's reference quantizer. */
+void q4_0_to_float(const void *src, float *dst, int64_t n);
+void q4_0_quantize(const float *src, void *dst, int64_t n);
 QUANT_DECLARE(q8_K)
 QUANT_DECLARE(tq1_0)
 QUANT_DECLARE(tq2_0)

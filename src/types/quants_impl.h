@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define QK8_0 32
+#define QK4_0 32
 #define QK_K 256
 #define QK1_0 128
 #define QK2_0 64
@@ -18,6 +19,10 @@ typedef struct {
     uint16_t d;
     int8_t qs[QK8_0];
 } block_q8_0;
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK4_0 / 2]; /* element j in the low nibble of qs[j], element j + 16 in the high one */
+} block_q4_0;
 typedef struct {
     float d;
     int8_t qs[QK_K];
@@ -51,6 +56,7 @@ typedef struct {
 } block_ptq1_0;
 
 _Static_assert(sizeof(block_q8_0) == 34, "Q8_0 block is 34 bytes");
+_Static_assert(sizeof(block_q4_0) == 18, "Q4_0 block is 18 bytes");
 _Static_assert(sizeof(block_q8_K) == 292, "Q8_K block is 292 bytes");
 _Static_assert(sizeof(block_tq1_0) == 54, "TQ1_0 block is 54 bytes");
 _Static_assert(sizeof(block_tq2_0) == 66, "TQ2_0 block is 66 bytes");

@@ -15,6 +15,8 @@ static const type_traits traits[TYPE_COUNT] = {
     [TYPE_F16] = {"F16", 1, 2, 0, 1, TYPE_F16, QUANT_FNS(f16), -1},
     [TYPE_BF16] = {"BF16", 1, 2, 0, 1, TYPE_BF16, QUANT_FNS(bf16), -1},
     [TYPE_Q8_0] = {"Q8_0", 32, 34, 0, 1, TYPE_Q8_0, QUANT_FNS(q8_0), offsetof(block_q8_0, d)},
+    [TYPE_Q4_0] = {"Q4_0", 32, 18, 0, 0, TYPE_Q8_0, q4_0_to_float, q4_0_quantize, q4_0_quantize, NULL,
+                   offsetof(block_q4_0, d)}, /* KV cache only */
     [TYPE_Q8_K] = {"Q8_K", 256, 292, 0, 0, TYPE_Q8_K, QUANT_FNS(q8_K), -1}, /* activations: an f32 scale */
     [TYPE_TQ1_0] = {"TQ1_0", 256, 54, 1, 1, TYPE_Q8_K, QUANT_FNS(tq1_0), offsetof(block_tq1_0, d)},
     [TYPE_TQ2_0] = {"TQ2_0", 256, 66, 1, 1, TYPE_Q8_K, QUANT_FNS(tq2_0), offsetof(block_tq2_0, d)},

@@ -10,6 +10,7 @@
 enum type_id {
     TYPE_F32 = 0,
     TYPE_F16 = 1,
+    TYPE_Q4_0 = 2, /* KV cache only */
     TYPE_Q8_0 = 8,
     TYPE_Q8_K = 15, /* activations only: f32 d, 256 int8, 16 int16 sums */
     TYPE_BF16 = 30,

@@ -5,9 +5,11 @@
 
 #include <string.h>
 
-size_t kv_cache_bytes(const kv_cache *c) {
-    return (size_t)c->n_layer * c->n_ctx * c->n_head_kv * c->head_dim * (c->f16 ? 2 : 4);
+size_t kv_row_bytes(const kv_cache *c, int type) {
+    return (size_t)type_row_bytes((uint32_t)type, (int64_t)c->n_head_kv * c->head_dim);
 }
+
+size_t kv_cache_bytes(const kv_cache *c, int type) { return (size_t)c->n_layer * c->n_ctx * kv_row_bytes(c, type); }
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
     size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK),
@@ -16,16 +18,18 @@ size_t kv_attend_scratch(int n_ctx, int head_dim) {
     return per_head > flash ? per_head : flash;
 }
 
+/* One row of n values into a cache part of type t: f16 rounding as ggml's, Q8_0 and Q4_0 with the
+ * quantizers ggml's CPU backend writes its cache with. */
+static void store_row(int t, const float *x, void *dst, size_t n) {
+    if (t == TYPE_F32) memcpy(dst, x, n * sizeof(float));
+    else if (t == TYPE_F16) kernels_get()->attn.to_f16(x, dst, n);
+    else type_get((uint32_t)t)->quantize_act(x, dst, (int64_t)n);
+}
+
 void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
-    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, at = ((size_t)il * c->n_ctx + pos) * kvdim;
-    if (!c->f16) {
-        memcpy((float *)c->k + at, k, kvdim * sizeof(float));
-        memcpy((float *)c->v + at, v, kvdim * sizeof(float));
-        return;
-    }
-    void (*conv)(const float *, uint16_t *, size_t) = kernels_get()->attn.to_f16;
-    conv(k, (uint16_t *)c->k + at, kvdim);
-    conv(v, (uint16_t *)c->v + at, kvdim);
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, row = (size_t)il * c->n_ctx + pos;
+    store_row(c->type_k, k, (char *)c->k + row * kv_row_bytes(c, c->type_k), kvdim);
+    store_row(c->type_v, v, (char *)c->v + row * kv_row_bytes(c, c->type_v), kvdim);
 }
 
 /* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the wide code (heads of several KV
@@ -58,7 +62,7 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
     const kv_cache *c = sp->c;
     const kernel_attn *a = &k->attn;
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
-    int exact = c->f16 && sp->batch < KV_TILED_BATCH;
+    int exact = kv_is_f16(c) && sp->batch < KV_TILED_BATCH;
     /* a single query over a short cache (decode with an f32 cache) sets up less per head */
     int short_single = sp->nq == 1 && sp->pos0 + 1 < FA_MIN_SINGLE_KEYS;
     if (a->fa_tiles && !exact && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
@@ -106,20 +110,16 @@ void kv_attend(const kv_span *sp, int ith, int nth, float *scratch) {
     kv_attend_with(sp, kernels_get(), ith, nth, scratch);
 }
 
-/* As ggml's K-shift: each moved key row is read (f16 widened), rotated by -n_discard positions
- * with the model's RoPE, and stored back (rounded to f16 again); values move unchanged. */
+/* As ggml's K-shift: each moved key row is read as f32, rotated by -n_discard positions with the
+ * model's RoPE, and stored back in the cache's type again; values move unchanged. */
 void kv_shift(const kv_cache *c, const hparams *hp, int n_keep, int n_discard, int n_past, float *tmp) {
-    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, el = c->f16 ? 2 : 4, row = kvdim * el;
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim, rk = kv_row_bytes(c, c->type_k), rv = kv_row_bytes(c, c->type_v);
     for (int l = 0; l < c->n_layer; l++)
         for (int p = n_keep + n_discard; p < n_past; p++) {
-            size_t from = ((size_t)l * c->n_ctx + p) * kvdim, to = from - (size_t)n_discard * kvdim;
-            if (c->f16) {
-                const uint16_t *k = (const uint16_t *)c->k + from;
-                for (size_t i = 0; i < kvdim; i++) tmp[i] = f16_to_f32(k[i]);
-            } else memcpy(tmp, (const float *)c->k + from, row);
+            size_t from = (size_t)l * c->n_ctx + p, to = from - (size_t)n_discard;
+            kv_read(c->type_k, c->k, from * kvdim, (int)kvdim, tmp);
             rope(tmp, c->n_head_kv, c->head_dim, hp->rope_dim, -n_discard, hp->rope_base, hp->rope);
-            if (c->f16) kernels_get()->attn.to_f16(tmp, (uint16_t *)c->k + to, kvdim);
-            else memcpy((float *)c->k + to, tmp, row);
-            memmove((char *)c->v + to * el, (const char *)c->v + from * el, row);
+            store_row(c->type_k, tmp, (char *)c->k + to * rk, kvdim);
+            memmove((char *)c->v + to * rv, (const char *)c->v + from * rv, rv);
         }
 }

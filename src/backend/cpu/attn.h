@@ -1,8 +1,9 @@
 /* attn: the KV cache and causal attention over it.
- * The cache holds f32 (plain softmax attention) or f16; with f16 the arithmetic follows ggml's
- * CPU flash attention step for step (f16 query, f16 dot products, online softmax, f16 value
- * accumulator; f32 arithmetic for batches of KV_TILED_BATCH or more, as ggml's tiled kernel), so
- * logits agree with llama.cpp's defaults to the last bits. */
+ * Keys and values are each held in f16, f32, Q8_0 or Q4_0 (llama.cpp's -ctk/-ctv). With both in
+ * f16 the arithmetic follows ggml's CPU flash attention step for step (f16 query, f16 dot
+ * products, online softmax, f16 value accumulator; f32 arithmetic for batches of KV_TILED_BATCH or
+ * more, as ggml's tiled kernel), so logits agree with llama.cpp's defaults to the last bits; any
+ * other cache takes f32 arithmetic over its values as stored (softmax attention or flash tiles). */
 #ifndef TRIT_ATTN_H
 #define TRIT_ATTN_H
 
@@ -12,7 +13,10 @@
 #include "kernels/kernels.h" /* kv_cache, the sets' attention entries */
 #include "model/model.h"
 
-size_t kv_cache_bytes(const kv_cache *c);
+/* Bytes of one position's row (n_head_kv * head_dim values) of a cache part of type t, and of the
+ * whole part (every layer and position). */
+size_t kv_row_bytes(const kv_cache *c, int type);
+size_t kv_cache_bytes(const kv_cache *c, int type);
 /* Writes one position's keys and values (n_head_kv * head_dim each) for layer il. */
 void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v);
 /* Context shift (llama.cpp's K-shift): positions [n_keep, n_keep + n_discard) of n_past leave

@@ -36,7 +36,8 @@ static const char *cpu_weights_source(const backend *b) {
 
 static int cpu_can_share(const backend_state *work, const backend_state *st) {
     const cpu_state *w = (const cpu_state *)work, *s = (const cpu_state *)st;
-    return w->base.b == s->base.b && s->n_ctx <= w->e.max_ctx && s->kv.f16 == w->kv.f16;
+    return w->base.b == s->base.b && s->n_ctx <= w->e.max_ctx && s->kv.type_k == w->kv.type_k &&
+        s->kv.type_v == w->kv.type_v;
 }
 
 static int cpu_forward(backend_state *work, const backend_row *rows, const int32_t *tokens, int nb, int l0, int l1,

@@ -49,9 +49,8 @@ static size_t layout(cpu_state *s, float *base) {
     const hparams *hp = &s->base.b->m->hp;
     size_t cur = 0;
     size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
-    size_t kv_floats = kv_cache_bytes(&s->kv) / sizeof(float) + 1;
-    s->kv.k = carve(base, &cur, kv_floats);
-    s->kv.v = carve(base, &cur, kv_floats);
+    s->kv.k = carve(base, &cur, kv_cache_bytes(&s->kv, s->kv.type_k) / sizeof(float) + 1);
+    s->kv.v = carve(base, &cur, kv_cache_bytes(&s->kv, s->kv.type_v) / sizeof(float) + 1);
     layout_exec(&s->e, hp, s->n_ctx, base, &cur);
     size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
     size_t ssm = (size_t)hp->n_recurrent * inner * d;
@@ -75,7 +74,7 @@ static pool *pool_acquire(cpu_backend *cb, int n_threads) {
     return cb->pool;
 }
 
-backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
+backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
     cpu_backend *cb = b->impl;
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) {
@@ -85,8 +84,8 @@ backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, t
     const hparams *hp = &b->m->hp;
     s->base.b = b;
     s->n_ctx = n_ctx;
-    s->kv =
-        (kv_cache){kv_f16, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv, hp->head_dim, NULL, NULL};
+    s->kv = (kv_cache){type_k,       type_v, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv,
+                       hp->head_dim, NULL,   NULL};
     s->e.m = b->m;
     s->e.mm.pool = pool_acquire(cb, n_threads);
     s->e.mm.k = kernels_get();
@@ -124,15 +123,15 @@ void cpu_state_reset(backend_state *st) {
 int cpu_state_copy(backend_state *dst_, const backend_state *src_, int n_past, trit_err *err) {
     cpu_state *dst = (cpu_state *)dst_;
     const cpu_state *src = (const cpu_state *)src_;
-    if (dst->base.b != src->base.b || dst->kv.f16 != src->kv.f16)
+    if (dst->base.b != src->base.b || dst->kv.type_k != src->kv.type_k || dst->kv.type_v != src->kv.type_v)
         return fail(err, "sessions of different models or cache types");
     if (dst->n_ctx < n_past)
         return fail(err, "the destination context (%d) is shorter than %d tokens", dst->n_ctx, n_past);
-    size_t el = src->kv.f16 ? 2 : 4, row = (size_t)src->kv.n_head_kv * src->kv.head_dim * el;
+    size_t rk = kv_row_bytes(&src->kv, src->kv.type_k), rv = kv_row_bytes(&src->kv, src->kv.type_v);
     for (int l = 0; l < src->kv.n_layer; l++) {
-        size_t from = (size_t)l * src->n_ctx * row, to = (size_t)l * dst->n_ctx * row;
-        memcpy((char *)dst->kv.k + to, (const char *)src->kv.k + from, (size_t)n_past * row);
-        memcpy((char *)dst->kv.v + to, (const char *)src->kv.v + from, (size_t)n_past * row);
+        size_t from = (size_t)l * src->n_ctx, to = (size_t)l * dst->n_ctx;
+        memcpy((char *)dst->kv.k + to * rk, (const char *)src->kv.k + from * rk, (size_t)n_past * rk);
+        memcpy((char *)dst->kv.v + to * rv, (const char *)src->kv.v + from * rv, (size_t)n_past * rv);
     }
     memcpy(dst->conv_state, src->conv_state, src->state_floats * sizeof(float));
     return 0;
@@ -151,10 +150,11 @@ int cpu_state_recurrent(backend_state *st, int (*fn)(void *ctx, void *p, size_t 
 
 int cpu_state_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
     cpu_state *s = (cpu_state *)st;
-    size_t row = (size_t)s->kv.n_head_kv * s->kv.head_dim * (s->kv.f16 ? 2 : 4);
+    size_t rk = kv_row_bytes(&s->kv, s->kv.type_k), rv = kv_row_bytes(&s->kv, s->kv.type_v);
     for (int l = 0; l < s->kv.n_layer; l++) {
-        size_t at = (size_t)l * s->n_ctx * row;
-        if (fn(ctx, (char *)s->kv.k + at, (size_t)n_past * row) || fn(ctx, (char *)s->kv.v + at, (size_t)n_past * row))
+        size_t at = (size_t)l * s->n_ctx;
+        if (fn(ctx, (char *)s->kv.k + at * rk, (size_t)n_past * rk) ||
+            fn(ctx, (char *)s->kv.v + at * rv, (size_t)n_past * rv))
             return -1;
     }
     return cpu_state_recurrent(st, fn, ctx);

@@ -249,9 +249,12 @@ int backend_vulkan_fit(const model *m, int device, int n_ctx, trit_err *err) {
     return n;
 }
 
-static backend_state *vk_state_new(backend *b, int n_ctx, int n_threads, int kv_f16, trit_err *err) {
+static backend_state *vk_state_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
     (void)n_threads;
-    if (!kv_f16) return fail(err, "vulkan: the device's KV cache is f16 (an f32 cache runs on the CPU: -ngl 0)"), NULL;
+    if (type_k != TYPE_F16 || type_v != TYPE_F16)
+        return fail(err, "vulkan: the device's KV cache is f16 (a %s/%s cache runs on the CPU: -ngl 0)",
+                    type_name((uint32_t)type_k), type_name((uint32_t)type_v)),
+               NULL;
     const hparams *hp = &b->m->hp;
     const vk_backend *vb = VK(b);
     vk_state *s = calloc(1, sizeof *s);
@@ -274,10 +277,10 @@ static void vk_state_reset(backend_state *st) {
     memset(vk_buf_map(s->rec), 0, s->rec_bytes);
 }
 
-static size_t kv_row_bytes(const hparams *hp) { return (size_t)hp->n_head_kv * hp->head_dim * 2; }
+static size_t f16_row_bytes(const hparams *hp) { return (size_t)hp->n_head_kv * hp->head_dim * 2; }
 /* Where the device's attention layer l starts in cache (s->k or s->v), which the host maps. */
 static uint8_t *kv_layer(const vk_state *s, vk_buf *cache, int l) {
-    return (uint8_t *)vk_buf_map(cache) + (size_t)l * s->n_ctx * kv_row_bytes(&s->base.b->m->hp);
+    return (uint8_t *)vk_buf_map(cache) + (size_t)l * s->n_ctx * f16_row_bytes(&s->base.b->m->hp);
 }
 
 static int vk_state_copy(backend_state *dst, const backend_state *src, int n_past, trit_err *err) {
@@ -285,7 +288,7 @@ static int vk_state_copy(backend_state *dst, const backend_state *src, int n_pas
     const vk_state *s = (const vk_state *)src;
     if (dst->b != src->b) return fail(err, "sessions of different models");
     if (n_past > d->n_ctx || n_past > s->n_ctx) return fail(err, "vulkan: %d positions do not fit", n_past);
-    const size_t row = kv_row_bytes(&dst->b->m->hp);
+    const size_t row = f16_row_bytes(&dst->b->m->hp);
     for (int l = 0; l < VK(dst->b)->n_kv; l++) {
         memcpy(kv_layer(d, d->k, l), kv_layer(s, s->k, l), (size_t)n_past * row);
         memcpy(kv_layer(d, d->v, l), kv_layer(s, s->v, l), (size_t)n_past * row);
@@ -301,7 +304,7 @@ static int vk_recurrent(backend_state *st, int (*fn)(void *ctx, void *p, size_t 
 
 static int vk_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *p, size_t n), void *ctx) {
     vk_state *s = (vk_state *)st;
-    const size_t row = kv_row_bytes(&st->b->m->hp);
+    const size_t row = f16_row_bytes(&st->b->m->hp);
     for (int l = 0; l < VK(st->b)->n_kv; l++) {
         int rc = fn(ctx, kv_layer(s, s->k, l), (size_t)n_past * row);
         if (!rc) rc = fn(ctx, kv_layer(s, s->v, l), (size_t)n_past * row);
@@ -314,8 +317,8 @@ static int vk_regions(backend_state *st, int n_past, int (*fn)(void *ctx, void *
 static void vk_shift(backend_state *st, int n_keep, int n_discard, int n_past) {
     vk_state *s = (vk_state *)st;
     const hparams *hp = &st->b->m->hp;
-    const kv_cache c = {
-        1, s->n_ctx, VK(st->b)->n_kv, hp->n_head, hp->n_head_kv, hp->head_dim, vk_buf_map(s->k), vk_buf_map(s->v)};
+    const kv_cache c = {TYPE_F16,      TYPE_F16,     s->n_ctx,         VK(st->b)->n_kv, hp->n_head,
+                        hp->n_head_kv, hp->head_dim, vk_buf_map(s->k), vk_buf_map(s->v)};
     kv_shift(&c, hp, n_keep, n_discard, n_past, s->tmp);
 }
 

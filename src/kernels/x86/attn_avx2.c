@@ -81,10 +81,28 @@ static void attend_f16_avx2(const kv_cache *c, int il, int h, const float *q, in
     }
 }
 
-/* A cached row's 8 values from i on, as f32, for either cache type. */
-static inline __m256 load8(const kv_cache *c, const void *base, size_t at) {
-    if (c->f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
-    return _mm256_loadu_ps((const float *)base + at);
+/* Eight cached values from element `at` (a multiple of 8, so within one block) of a cache part of
+ * type t, as f32. */
+static inline __m256 load8(int t, const void *base, size_t at) {
+    const uint8_t *b;
+    uint16_t d;
+    __m128i x;
+    switch (t) {
+    case TYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + at)));
+    case TYPE_F32: return _mm256_loadu_ps((const float *)base + at);
+    case TYPE_Q8_0:
+        b = (const uint8_t *)base + at / 32 * 34;
+        x = _mm_loadl_epi64((const __m128i *)(b + 2 + at % 32));
+        memcpy(&d, b, 2);
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_set1_ps(kv_h2f(d)));
+    default: /* Q4_0 */
+        b = (const uint8_t *)base + at / 32 * 18;
+        x = _mm_loadl_epi64((const __m128i *)(b + 2 + at % 16));
+        if (at % 32 >= 16) x = _mm_srli_epi16(x, 4);
+        __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_and_si128(x, _mm_set1_epi8(15))), _mm256_set1_epi32(8));
+        memcpy(&d, b, 2);
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(kv_h2f(d)));
+    }
 }
 
 /* attend_plain with AVX2 and FMA (head sizes a multiple of 8; others take the scalar code): the
@@ -102,7 +120,7 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
         size_t at = head + (size_t)j * kvdim;
         __m256 acc = _mm256_setzero_ps();
         for (int i = 0; i < hd; i += 8)
-            acc = _mm256_fmadd_ps(load8(c, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
+            acc = _mm256_fmadd_ps(load8(c->type_k, c->k, at + (size_t)i), _mm256_loadu_ps(qh + i), acc);
         __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
         r = _mm_add_ps(r, _mm_movehl_ps(r, r));
         r = _mm_add_ss(r, _mm_movehdup_ps(r));
@@ -112,7 +130,8 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
     for (int i = 0; i < hd; i += 8) {
         __m256 acc = _mm256_setzero_ps();
         for (int j = 0; j < n_keys; j++)
-            acc = _mm256_fmadd_ps(load8(c, c->v, head + (size_t)j * kvdim + (size_t)i), _mm256_set1_ps(scores[j]), acc);
+            acc = _mm256_fmadd_ps(load8(c->type_v, c->v, head + (size_t)j * kvdim + (size_t)i),
+                                  _mm256_set1_ps(scores[j]), acc);
         _mm256_storeu_ps(o + i, acc);
     }
 }

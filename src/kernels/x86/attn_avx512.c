@@ -218,19 +218,41 @@ INLINE __m512 exp_nonpos(__m512 x) {
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 
-/* Keys or values j0..j0+n of one KV head (row 0 at `at`) as f32 rows of hd, zero up to n8. */
-static void fa_load(const kv_cache *c, const void *base, size_t at, int j0, int n, int n8, float *dst) {
+/* Sixteen values of a quantized block from its element o (0 or 16) as f32. */
+INLINE __m512 q16(int t, const uint8_t *b, int o) {
+    uint16_t d;
+    memcpy(&d, b, 2);
+    __m128i x = _mm_loadu_si128((const __m128i *)(b + 2 + (t == TYPE_Q8_0 ? o : 0)));
+    __m512i q;
+    if (t == TYPE_Q8_0) q = _mm512_cvtepi8_epi32(x);
+    else
+        q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(o ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15))),
+                             _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(kv_h2f(d)));
+}
+
+/* Keys or values j0..j0+n of one KV head (row 0 at `at`) of a cache part of type t as f32 rows of
+ * hd, zero up to n8. */
+static void fa_load(const kv_cache *c, int t, const void *base, size_t at, int j0, int n, int n8, float *dst) {
     int hd = c->head_dim;
-    size_t kvdim = (size_t)c->n_head_kv * hd;
+    size_t kvdim = (size_t)c->n_head_kv * hd, bb = t == TYPE_Q8_0 ? 34 : 18;
     for (int j = 0; j < n; j++) {
         size_t row = at + (size_t)(j0 + j) * kvdim;
-        if (c->f16) {
+        float *d = dst + (size_t)j * hd;
+        if (t == TYPE_F16) {
             const uint16_t *src = (const uint16_t *)base + row;
             for (int i = 0; i < hd; i += 16)
-                _mm512_storeu_ps(dst + (size_t)j * hd + i,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+                _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+        } else if (t == TYPE_F32) {
+            memcpy(d, (const float *)base + row, (size_t)hd * sizeof(float));
+        } else if (hd % 32 == 0) { /* whole blocks (rows start at one) */
+            const uint8_t *b = (const uint8_t *)base + row / 32 * bb;
+            for (int i = 0; i < hd; i += 32, b += bb) {
+                _mm512_storeu_ps(d + i, q16(t, b, 0));
+                _mm512_storeu_ps(d + i + 16, q16(t, b, 16));
+            }
         } else {
-            memcpy(dst + (size_t)j * hd, (const float *)base + row, (size_t)hd * sizeof(float));
+            kv_read(t, base, row, hd, d);
         }
     }
     memset(dst + (size_t)n * hd, 0, (size_t)(n8 - n) * hd * sizeof(float));
@@ -378,8 +400,8 @@ static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, float *
     }
     for (int j0 = 0; j0 < n_keys; j0 += FA_KEYS) {
         int n = n_keys - j0 < FA_KEYS ? n_keys - j0 : FA_KEYS, n8 = (n + 7) & ~7;
-        fa_load(c, c->k, head, j0, n, n8, kf);
-        fa_load(c, c->v, head, j0, n, n, vf);
+        fa_load(c, c->type_k, c->k, head, j0, n, n8, kf);
+        fa_load(c, c->type_v, c->v, head, j0, n, n, vf);
         for (int i = 0; i < nt; i++) {
             fa_tile *t = &tiles[i];
             if (t->n_keys <= j0) continue;

@@ -1,0 +1,139 @@
+/* The KV cache types against the f16 cache, on whole models: perplexity over the eval stories and
+ * the golden models' logits stay within stated bounds of it; what a type cannot hold is refused.
+ * (test_attn holds each set's attention to the exact value over every type; test_session their
+ * state files.) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "tools/perplexity.h"
+#include "trit.h"
+
+static trit_model *load(const char *rel) {
+    char err[512];
+    trit_model_params mp = trit_model_default_params();
+    mp.repack_cache_min = UINT64_MAX;
+    trit_model *m = trit_model_load(shared_path(rel), &mp, err, sizeof err);
+    if (!m) test_failed(__FILE__, __LINE__, "%s: %s", rel, err);
+    return m;
+}
+
+/* stories260K over 40 chunks of 128 tokens of the eval stories. Measured (PPL 4.934 with f16):
+ * f32 -0.002 %, q8_0 +0.87 % (its keys reach 30 in heads of 8 that share a block's scale), f16 keys
+ * with q8_0 values +0.02 %, with q4_0 values +0.54 %; q4_0 keys lose most of the model (16.5). The
+ * bounds: those, with room for another summation order, and q4_0 keys at most 4x (a broken cache
+ * is near the vocabulary's 512). */
+static void perplexity_bounds(void) {
+    static const struct {
+        trit_kv_type k, v;
+        double max_rise; /* PPL over the f16 cache's, relative */
+    } cases[] = {{TRIT_KV_F32, TRIT_KV_F32, 0.0002},
+                 {TRIT_KV_Q8_0, TRIT_KV_Q8_0, 0.012},
+                 {TRIT_KV_F16, TRIT_KV_Q8_0, 0.001},
+                 {TRIT_KV_F16, TRIT_KV_Q4_0, 0.008},
+                 {TRIT_KV_Q4_0, TRIT_KV_Q4_0, 3.0}};
+    trit_model *m = load("data/models/stories260K.gguf");
+    size_t len = 0;
+    char *text = read_file(shared_path("data/text/tinystories_valid_first1000.txt"), &len);
+    REQUIRE(m && text);
+    int32_t *tok = NULL;
+    int n = 0;
+    trit_err e;
+    REQUIREF(!ppl_tokenize(m, text, len, &tok, &n, &e), "%s", e.msg);
+    ppl_params p = {.n_ctx = 128, .n_chunks = 40, .n_threads = 2};
+    ppl_result base, r;
+    REQUIREF(!ppl_run(m, tok, n, &p, NULL, &base, &e) && base.n_chunks == 40, "%s", e.msg);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.type_k = cases[i].k, p.type_v = cases[i].v;
+        const char *k = trit_kv_type_name(cases[i].k), *v = trit_kv_type_name(cases[i].v);
+        if (ppl_run(m, tok, n, &p, NULL, &r, &e)) {
+            test_failed(__FILE__, __LINE__, "%s/%s: %s", k, v, e.msg);
+            continue;
+        }
+        double rise = r.ppl / base.ppl - 1;
+        CHECKF(fabs(rise) <= cases[i].max_rise && r.ppl != base.ppl, "%s/%s: PPL %.4f against f16's %.4f (%+.3f %%)", k,
+               v, r.ppl, base.ppl, 100 * rise);
+    }
+    free(tok), free(text);
+    trit_model_free(m);
+}
+
+/* Logits of 20 tokens on the golden models (heads of 64: whole blocks), the largest difference
+ * from the f16 cache's as a fraction of the row's spread. Measured: q8_0 0.003-0.016, q4_0
+ * 0.050-0.072 (f32 itself is 0.0005-0.013 away: these random models amplify any rounding). */
+static void golden_logits_bounds(void) {
+    static const char *models[] = {"tiny-llama-F32", "tiny-qwen3-PTQ1_0", "tiny-qwen35-PTQ1_0",
+                                   "tiny-qwen35-hadamard-PQ2_0"};
+    static const int32_t toks[] = {1, 15, 27, 300, 42, 7, 99, 5, 61, 200, 3, 18, 250, 11, 76, 140, 9, 33, 71, 404};
+    enum { N = sizeof toks / sizeof toks[0] };
+    static const struct {
+        trit_kv_type t;
+        double bound;
+    } types[] = {{TRIT_KV_Q8_0, 0.03}, {TRIT_KV_Q4_0, 0.15}};
+    for (int mi = 0; mi < 4; mi++) {
+        char rel[128], err[512];
+        snprintf(rel, sizeof rel, "golden/models/%s.gguf", models[mi]);
+        trit_model *m = load(rel);
+        REQUIRE(m);
+        size_t V = (size_t)trit_model_n_vocab(m);
+        float *ref = malloc(N * V * sizeof *ref), *got = malloc(N * V * sizeof *got);
+        REQUIRE(ref && got);
+        for (int ti = -1; ti < 2; ti++) {
+            trit_kv_type t = ti < 0 ? TRIT_KV_F16 : types[ti].t;
+            trit_session_params sp = {.n_ctx = 64, .n_threads = 2, .type_k = t, .type_v = t};
+            trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+            if (!s || trit_session_eval(s, toks, N, ti < 0 ? ref : got, 1, err, sizeof err)) {
+                test_failed(__FILE__, __LINE__, "%s %s: %s", models[mi], trit_kv_type_name(t), err);
+                trit_session_free(s);
+                continue;
+            }
+            trit_session_free(s);
+            if (ti < 0) continue;
+            double worst = 0;
+            for (int r = 0; r < N; r++) {
+                const float *a = ref + r * V, *b = got + r * V;
+                float lo = a[0], hi = a[0];
+                double d = 0;
+                for (size_t i = 0; i < V; i++) {
+                    lo = fminf(lo, a[i]), hi = fmaxf(hi, a[i]);
+                    d = fmax(d, fabs((double)a[i] - b[i]));
+                }
+                worst = fmax(worst, d / (hi - lo));
+            }
+            CHECKF(worst <= types[ti].bound && worst > 0, "%s %s: %.4f of the spread (bound %.2f)", models[mi],
+                   trit_kv_type_name(t), worst, types[ti].bound);
+        }
+        free(ref), free(got);
+        trit_model_free(m);
+    }
+}
+
+/* Quantized rows need whole blocks of 32 (llama-2-tiny-random's rows hold 2 heads of 4 values);
+ * an unknown type is refused by the API as well as by the flags. */
+static void refusals(void) {
+    trit_model *m = load("data/models/llama-2-tiny-random.gguf");
+    REQUIRE(m);
+    char err[512] = "";
+    trit_session_params sp = {.n_ctx = 16, .type_k = TRIT_KV_F16, .type_v = TRIT_KV_Q4_0};
+    CHECKF(!trit_session_new(m, &sp, err, sizeof err) &&
+               strstr(err, "a Q4_0 KV cache needs rows of whole blocks of 32") && strstr(err, "hold 8 values"),
+           "%s", err);
+    sp.type_v = (trit_kv_type)7;
+    CHECKF(!trit_session_new(m, &sp, err, sizeof err) && strstr(err, "unknown KV cache type 7"), "%s", err);
+    sp.type_k = sp.type_v = TRIT_KV_F32;
+    trit_session *s = trit_session_new(m, &sp, err, sizeof err);
+    CHECKF(s, "f32 has no blocks: %s", err);
+    trit_session_free(s);
+    trit_model_free(m);
+    CHECK(trit_kv_type_from_name("Q8_0") == TRIT_KV_Q8_0 && trit_kv_type_from_name("q4_0") == TRIT_KV_Q4_0 &&
+          trit_kv_type_from_name("q4_1") == -1 && trit_kv_type_from_name(NULL) == -1);
+    CHECK(!strcmp(trit_kv_type_name(TRIT_KV_F16), "f16") && !trit_kv_type_name((trit_kv_type)4));
+}
+
+const test_case kv_tests[] = {
+    {"perplexity_bounds", perplexity_bounds},
+    {"golden_logits_bounds", golden_logits_bounds},
+    {"refusals", refusals},
+    {NULL, NULL},
+};
