@@ -42,6 +42,9 @@ const char *vocab_token_text(const vocab *v, int32_t tok); /* raw text as stored
  * invalid UTF-8 is not an error (bytes that form no character become byte tokens). */
 int vocab_tokenize(const vocab *v, const char *text, size_t len, int add_special, int parse_special, int32_t *out,
                    int max_out);
+/* The same into a malloc'd array of the right size (*out); the count, or INT_MIN (*out NULL). */
+int vocab_tokenize_alloc(const vocab *v, const char *text, size_t len, int add_special, int parse_special,
+                         int32_t **out);
 int vocab_token_to_piece(const vocab *v, int32_t tok, char *buf, int size, int special);
 
 #endif
