@@ -133,6 +133,14 @@ void arg_backend_note(const char *cmd, const trit_model *m) {
     else if (*info.gpu) fprintf(stderr, "trit %s: %s\n", cmd, where);
 }
 
+void arg_memory_note(const char *cmd, const trit_model *m, const trit_session_params *sp, int n_seq, int block) {
+    trit_memory_plan p;
+    char text[2048];
+    trit_memory_plan_get(m, sp, &p);
+    trit_memory_plan_text(&p, n_seq, block, text, sizeof text);
+    fprintf(stderr, "trit %s: %s", cmd, text);
+}
+
 int arg_ngl(const char *cmd, const char *flag, const char *s, int *out) {
     if (!strcmp(s, "auto")) return *out = TRIT_GPU_LAYERS_AUTO, 0;
     if (!strcmp(s, "all")) return *out = -1, 0;

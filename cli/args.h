@@ -24,6 +24,8 @@ int arg_no_repack(const char *a);
  * layers went. */
 void arg_backend_note(const char *cmd, const trit_model *m);
 /* -ngl's value: a layer count, -1 or "all" (every layer), "auto" (what the GPU's memory holds). */
+/* The memory plan of n_seq sessions of sp on stderr: one line, or the whole table (block). */
+void arg_memory_note(const char *cmd, const trit_model *m, const trit_session_params *sp, int n_seq, int block);
 int arg_ngl(const char *cmd, const char *flag, const char *s, int *out);
 /* Reads a whole text file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
 char *arg_read_file(const char *cmd, const char *path, size_t max_bytes, size_t *len);

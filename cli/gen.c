@@ -129,6 +129,10 @@ int gen_flag(const char *c, int argc, char **argv, int *i, gen_opts *o) {
         o->no_mmap = 1;
         return 1;
     }
+    if (IS("-v", "--verbose")) {
+        o->verbose = 1;
+        return 1;
+    }
     if (IS("--no-check", NULL)) {
         o->no_check = 1;
         return 1;
@@ -175,6 +179,7 @@ int gen_open(const char *cmd, const gen_opts *o, trit_model **m, trit_session **
         }
     trit_session_params sp = {.n_ctx = o->n_ctx, .n_threads = o->n_threads, .type_k = o->type_k, .type_v = o->type_v};
     *s = trit_session_new(*m, &sp, err, sizeof err);
+    if (*s && o->verbose) arg_memory_note(cmd, *m, &sp, 1, 1);
     trit_sampler_params smp_p = o->sp;
     smp_p.logit_bias = o->bias;
     smp_p.n_logit_bias = o->n_bias;

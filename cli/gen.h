@@ -7,7 +7,7 @@
 
 typedef struct {
     const char *model;
-    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, no_check;
+    int n_ctx, n_threads, n_gpu_layers, gpu_device, no_mmap, no_repack, no_check, verbose;
     trit_kv_type type_k, type_v;
     trit_sampler_params sp;
     trit_logit_bias *bias; /* the --logit-bias entries (owned; gen_free_opts frees them) */
@@ -20,6 +20,7 @@ typedef struct {
     "  -m, --model FILE        GGUF model\n"                                                           \
     "  -c, --ctx-size N        context length (default 4096)\n"                                        \
     "  -t, --threads N         threads (default: physical cores)\n"                                    \
+    "  -v, --verbose           print the memory plan (weights, KV cache, state, work) on stderr\n"     \
     "  --temp F                temperature (default 0.8; 0 = greedy)\n"                                \
     "  --top-k N               top-k (default 40; 0 = off)\n"                                          \
     "  --top-p F               top-p (default 0.95; 1 = off)\n"                                        \

@@ -129,6 +129,25 @@ typedef struct {
 } trit_session_params;
 
 trit_session_params trit_session_default_params(void);
+
+/* What a model and one session of p take, before the session exists. trit_session_new refuses a
+ * session whose host state is larger than `available` (TRIT_HOST_MEMORY=MiB caps it). */
+typedef struct {
+    uint64_t weights; /* the file's tensors: mapped (page cache, shared) or read into memory */
+    int weights_mapped;
+    uint64_t packed; /* repacked weights held beside them (built in memory, or the repack cache mapped) */
+    uint64_t gpu_weights; /* weights on the GPU */
+    uint64_t kv_per_token; /* every attention layer's key and value rows, host and GPU */
+    uint64_t kv, recurrent, work; /* host memory of one session of n_ctx positions */
+    uint64_t gpu_kv, gpu_recurrent, gpu_work; /* GPU memory of it */
+    uint64_t available; /* host memory available now (0: unknown) */
+    int n_ctx; /* the context planned for (0 resolved to the training context) */
+    int max_ctx; /* the largest context up to n_ctx whose host state fits in available */
+} trit_memory_plan;
+void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out);
+/* The plan for n_seq sessions as text: one line ("memory: ..."), or with block = 1 a table of
+ * every part, one per line (each line ends in a newline). */
+void trit_memory_plan_text(const trit_memory_plan *p, int n_seq, int block, char *buf, size_t n);
 trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char *err, size_t errlen);
 void trit_session_free(trit_session *s);
 int trit_session_n_past(const trit_session *s);

@@ -699,6 +699,13 @@ static void drain(sched *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Host bytes of n slots' states of sp (each slot is a session). */
+static uint64_t slots_bytes(const trit_model *m, const trit_session_params *sp, int n) {
+    trit_memory_plan p;
+    trit_memory_plan_get(m, sp, &p);
+    return (p.kv + p.recurrent + p.work) * (uint64_t)n;
+}
+
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     sched *s = calloc(1, sizeof *s);
     if (!s) return snprintf(err, errlen, "out of memory"), NULL;
@@ -719,6 +726,28 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
         sched_free(s);
         return NULL;
     }
+    /* every slot's state at once must fit: refused before any is allocated, with the numbers */
+    trit_session_params sp = {
+        .n_ctx = s->slot_ctx, .n_threads = c->n_threads, .type_k = c->type_k, .type_v = c->type_v};
+    trit_memory_plan plan;
+    trit_memory_plan_get(m, &sp, &plan);
+    const uint64_t need = slots_bytes(m, &sp, s->n_slots);
+    if (plan.available && need > plan.available) {
+        int lo = 0, hi = s->slot_ctx; /* the largest slot context that fits, by halving */
+        while (lo < hi) {
+            sp.n_ctx = lo + (hi - lo + 1) / 2;
+            if (slots_bytes(m, &sp, s->n_slots) <= plan.available) lo = sp.n_ctx;
+            else hi = sp.n_ctx - 1;
+        }
+        snprintf(err, errlen,
+                 "%d slots of %d tokens need %.0f MiB, more than the %.0f MiB available; %d tokens a slot fit",
+                 s->n_slots, s->slot_ctx, need / 1048576.0, plan.available / 1048576.0, lo);
+        sched_free(s);
+        return NULL;
+    }
+    char text[2048];
+    trit_memory_plan_text(&plan, s->n_slots, c->verbose, text, sizeof text);
+    fprintf(stderr, "trit serve: %s", text);
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->items = calloc((size_t)s->n_slots, sizeof *s->items);
     s->who = calloc((size_t)s->n_slots, sizeof *s->who);

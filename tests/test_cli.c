@@ -163,6 +163,14 @@ static void test_run_greedy(void) {
     CHECKF(rc == 0 && out && !strncmp(out, want, wl), "-ctk q8_0: rc %d: %s", rc, err ? err : "");
     free(out);
     free(err);
+    /* -v: the memory plan (5 layers of 640 B a position for 256 positions) */
+    snprintf(args, sizeof args, "run -m %s -p hi -n 1 -c 256 -v", shared_path("data/models/stories260K.gguf"));
+    rc = trit(args, &out, &err);
+    CHECKF(rc == 0 && err && strstr(err, "trit run: memory plan (1 sequence of 256 tokens):\n") &&
+               strstr(err, "\n  KV cache              160 KiB  640 B a token, per sequence\n"),
+           "rc %d: %s", rc, err ? err : "");
+    free(out);
+    free(err);
     /* rows of 8 values cannot hold blocks of 32 */
     snprintf(args, sizeof args, "run -m %s -p hi -ctv q8_0", shared_path("data/models/llama-2-tiny-random.gguf"));
     rc = trit(args, &out, &err);

@@ -131,7 +131,60 @@ static void refusals(void) {
     CHECK(!strcmp(trit_kv_type_name(TRIT_KV_F16), "f16") && !trit_kv_type_name((trit_kv_type)4));
 }
 
+/* The memory plan: the KV cache's bytes are the rows' (stories260K: 5 layers of rows of 32 values,
+ * f16 64 B, q8_0 34 B, q4_0 18 B, keys and values each; qwen35's KV only in its attention layers,
+ * beside a recurrent state), and a session larger than the memory available (TRIT_HOST_MEMORY) is
+ * refused with the largest context that fits, which itself is accepted and one more is not. */
+static void memory_plan(void) {
+    trit_model *m = load("data/models/stories260K.gguf"), *q = load("golden/models/tiny-qwen35-PTQ1_0.gguf");
+    REQUIRE(m && q);
+    static const struct {
+        trit_kv_type k, v;
+        uint64_t per_token;
+    } cases[] = {{TRIT_KV_F16, TRIT_KV_F16, 5 * 128},
+                 {TRIT_KV_Q8_0, TRIT_KV_Q8_0, 5 * 68},
+                 {TRIT_KV_Q8_0, TRIT_KV_Q4_0, 5 * 52},
+                 {TRIT_KV_F32, TRIT_KV_F32, 5 * 256}};
+    trit_memory_plan p;
+    for (int i = 0; i < 4; i++) {
+        trit_session_params sp = {.n_ctx = 1000, .n_threads = 1, .type_k = cases[i].k, .type_v = cases[i].v};
+        trit_memory_plan_get(m, &sp, &p);
+        CHECKF(p.kv_per_token == cases[i].per_token && p.kv == 1000 * cases[i].per_token && p.recurrent == 0 &&
+                   p.n_ctx == 1000 && p.work > 0 && p.weights > 0 && p.weights_mapped && !p.gpu_kv,
+               "%s/%s: %llu a token, kv %llu", trit_kv_type_name(cases[i].k), trit_kv_type_name(cases[i].v),
+               (unsigned long long)p.kv_per_token, (unsigned long long)p.kv);
+    }
+    trit_session_params sq = {.n_ctx = 0, .n_threads = 1};
+    trit_memory_plan_get(q, &sq, &p);
+    CHECKF(p.n_ctx == trit_model_n_ctx_train(q) && p.recurrent > 0 && p.kv == (uint64_t)p.n_ctx * p.kv_per_token,
+           "qwen35: ctx %d, recurrent %llu", p.n_ctx, (unsigned long long)p.recurrent);
+    char text[2048];
+    trit_memory_plan_text(&p, 1, 0, text, sizeof text);
+    CHECKF(!strncmp(text, "memory: weights ", 16) && strchr(text, '\n') == text + strlen(text) - 1, "%s", text);
+    trit_memory_plan_text(&p, 2, 1, text, sizeof text);
+    CHECKF(strstr(text, "memory plan (2 sequences of 256 tokens):\n") && strstr(text, "  recurrent state "), "%s",
+           text);
+    setenv("TRIT_HOST_MEMORY", "8", 1);
+    trit_session_params big = {.n_ctx = 1 << 20, .n_threads = 1, .type_k = TRIT_KV_Q8_0, .type_v = TRIT_KV_Q8_0};
+    trit_memory_plan_get(m, &big, &p);
+    char err[512] = "", want[64];
+    snprintf(want, sizeof want, "at most %d tokens fit", p.max_ctx);
+    CHECKF(p.available == (8u << 20) && p.max_ctx > 1000 && p.max_ctx < (8 << 20) / 340, "max %d", p.max_ctx);
+    CHECKF(!trit_session_new(m, &big, err, sizeof err) && strstr(err, "needs ") && strstr(err, "8 MiB available") &&
+               strstr(err, want),
+           "%s (want '%s')", err, want);
+    big.n_ctx = p.max_ctx;
+    trit_session *s = trit_session_new(m, &big, err, sizeof err);
+    CHECKF(s, "the largest context that fits: %s", err);
+    trit_session_free(s);
+    big.n_ctx = p.max_ctx + 1;
+    CHECK(!trit_session_new(m, &big, err, sizeof err) && strstr(err, want));
+    unsetenv("TRIT_HOST_MEMORY");
+    trit_model_free(m), trit_model_free(q);
+}
+
 const test_case kv_tests[] = {
+    {"memory_plan", memory_plan},
     {"perplexity_bounds", perplexity_bounds},
     {"golden_logits_bounds", golden_logits_bounds},
     {"refusals", refusals},

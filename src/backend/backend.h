@@ -62,6 +62,13 @@ typedef struct {
     uint64_t budget_bytes; /* device memory trit may use */
 } backend_device;
 
+/* What a sequence's state takes, by kind, in host memory and in the device's (bytes). */
+typedef struct {
+    uint64_t kv, recurrent, work; /* host */
+    uint64_t dev_kv, dev_recurrent, dev_work; /* a device backend's */
+    uint64_t packed; /* the backend's prepared weights in host memory (repacked panels), for the model */
+} backend_mem;
+
 struct backend_ops {
     const char *name;
     int max_rows; /* rows of one pass, at most BACKEND_MAX_ROWS */
@@ -75,6 +82,8 @@ struct backend_ops {
      * ids: F16, llama.cpp's default, F32, Q8_0 or Q4_0; the session has checked the row shape). */
     backend_state *(*state_new)(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err);
     void (*state_free)(backend_state *st);
+    /* What state_new would take for these arguments (adds to *out: nothing is allocated). */
+    void (*state_plan)(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out);
     /* Forgets every position: recurrent state zeroed (the KV cache is simply overwritten). */
     void (*state_reset)(backend_state *st);
     /* dst takes src's first n_past positions and its recurrent state (dst holds n_past). */

@@ -66,6 +66,13 @@ static backend_state *split_state_new(backend *b, int n_ctx, int n_threads, int 
     return &s->base;
 }
 
+static void split_state_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out) {
+    const split_backend *sb = SPLIT(b);
+    sb->cpu.ops->state_plan(&sb->cpu, n_ctx, n_threads, type_k, type_v, out);
+    sb->dev.ops->state_plan(&sb->dev, n_ctx, n_threads, type_k, type_v, out);
+    out->work += (size_t)BACKEND_MAX_ROWS * (size_t)b->m->hp.n_embd * sizeof(float); /* the handed-over stream */
+}
+
 static void split_state_reset(backend_state *st) {
     split_state *s = (split_state *)st;
     s->cpu->b->ops->state_reset(s->cpu), s->dev->b->ops->state_reset(s->dev);
@@ -124,6 +131,7 @@ const backend_ops backend_split = {
     .weights_source = split_weights_source,
     .device_info = split_device_info,
     .state_new = split_state_new,
+    .state_plan = split_state_plan,
     .state_free = split_state_free,
     .state_reset = split_state_reset,
     .state_copy = split_state_copy,

@@ -113,3 +113,21 @@ uint16_t f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet nan, as ggml */
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
+
+uint64_t host_memory_available(void) {
+    const char *e = getenv("TRIT_HOST_MEMORY");
+    if (e && *e) {
+        char *end;
+        unsigned long long mib = strtoull(e, &end, 10);
+        if (!*end && mib > 0 && mib < (1ull << 40)) return (uint64_t)mib << 20;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    if (f) fclose(f);
+    if (kib) return (uint64_t)kib << 10;
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}

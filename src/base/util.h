@@ -36,6 +36,10 @@ void file_map_close(file_map *m);
  * without blocking in open. NULL with err naming the path. */
 FILE *file_open_read(const char *path, trit_err *err);
 
+/* Bytes of memory the machine can give a new allocation: TRIT_HOST_MEMORY (MiB) when set, else
+ * Linux's MemAvailable, else the free pages; 0 when unknown. */
+uint64_t host_memory_available(void);
+
 /* strbuf, sb_add, sb_free */
 #include "trit_strbuf.h"
 

@@ -263,6 +263,73 @@ trit_session_params trit_session_default_params(void) {
     return p;
 }
 
+void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out) {
+    trit_session_params def = trit_session_default_params();
+    if (!p || !trit_kv_type_name(p->type_k) || !trit_kv_type_name(p->type_v)) p = &def;
+    const int tk = kv_types[p->type_k].type, tv = kv_types[p->type_v].type;
+    const int n_ctx = p->n_ctx > 0 ? p->n_ctx : m->m->hp.n_ctx_train;
+    const trit_model_info info = trit_model_get_info(m);
+    backend_mem bm;
+    session_plan(&m->b, n_ctx, p->n_threads, tk, tv, &bm);
+    *out = (trit_memory_plan){.weights = info.n_bytes,
+                              .weights_mapped = m->m->file->map.mapped,
+                              .packed = bm.packed,
+                              .gpu_weights = info.gpu_weight_bytes,
+                              .kv_per_token = n_ctx > 0 ? (bm.kv + bm.dev_kv) / (uint64_t)n_ctx : 0,
+                              .kv = bm.kv,
+                              .recurrent = bm.recurrent,
+                              .work = bm.work,
+                              .gpu_kv = bm.dev_kv,
+                              .gpu_recurrent = bm.dev_recurrent,
+                              .gpu_work = bm.dev_work,
+                              .available = host_memory_available(),
+                              .n_ctx = n_ctx};
+    out->max_ctx = out->available ? session_max_ctx(&m->b, n_ctx, p->n_threads, tk, tv, out->available) : n_ctx;
+}
+
+/* Bytes in a short human unit: "640 B", "812 KiB", "3.25 MiB", "1.50 GiB". */
+static const char *human(uint64_t b, char *buf) {
+    const double k = 1024;
+    if (b < 1024) snprintf(buf, 24, "%u B", (unsigned)b);
+    else if (b < 1024 * 1024) snprintf(buf, 24, "%.0f KiB", b / k);
+    else if (b < 1024ull * 1024 * 1024) snprintf(buf, 24, "%.2f MiB", b / (k * k));
+    else snprintf(buf, 24, "%.2f GiB", b / (k * k * k));
+    return buf;
+}
+
+void trit_memory_plan_text(const trit_memory_plan *p, int n_seq, int block, char *buf, size_t n) {
+    char h[14][24];
+    if (n_seq < 1) n_seq = 1;
+    const uint64_t seq = p->kv + p->recurrent + p->work, gpu = p->gpu_kv + p->gpu_recurrent + p->gpu_work;
+    const uint64_t host = (uint64_t)n_seq * seq;
+    const char *avail = p->available ? human(p->available, h[0]) : "unknown";
+    if (!block) {
+        int k = snprintf(buf, n, "memory: weights %s (%s) + %s repacked, %d x %d-token context %s (KV %s a token)",
+                         human(p->weights, h[1]), p->weights_mapped ? "mapped" : "read", human(p->packed, h[2]), n_seq,
+                         p->n_ctx, human(host, h[3]), human(p->kv_per_token, h[4]));
+        if (k > 0 && (size_t)k < n && (p->gpu_weights || gpu))
+            k += snprintf(buf + k, n - (size_t)k, ", GPU %s + %s", human(p->gpu_weights, h[5]),
+                          human(gpu * (uint64_t)n_seq, h[6]));
+        if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "; %s available\n", avail);
+        return;
+    }
+    snprintf(buf, n,
+             "memory plan (%d sequence%s of %d tokens):\n"
+             "  weights          %12s  %s\n"
+             "  repacked         %12s  beside them\n"
+             "  GPU weights      %12s\n"
+             "  KV cache         %12s  %s a token, per sequence\n"
+             "  recurrent state  %12s  per sequence\n"
+             "  work buffers     %12s  per sequence\n"
+             "  GPU state        %12s  per sequence (KV %s, recurrent %s)\n"
+             "  host total       %12s  of %s available; a sequence of at most %d tokens fits\n",
+             n_seq, n_seq == 1 ? "" : "s", p->n_ctx, human(p->weights, h[1]),
+             p->weights_mapped ? "mapped from the file" : "read into memory", human(p->packed, h[2]),
+             human(p->gpu_weights, h[3]), human(p->kv, h[4]), human(p->kv_per_token, h[5]), human(p->recurrent, h[6]),
+             human(p->work, h[7]), human(gpu, h[8]), human(p->gpu_kv, h[9]), human(p->gpu_recurrent, h[10]),
+             human(host + p->packed + (p->weights_mapped ? 0 : p->weights), h[11]), avail, p->max_ctx);
+}
+
 trit_session *trit_session_new(trit_model *m, const trit_session_params *p, char *err, size_t errlen) {
     trit_session_params def = trit_session_default_params();
     if (!p) p = &def;

@@ -7,6 +7,43 @@
 
 #include "types/types.h"
 
+void session_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out) {
+    memset(out, 0, sizeof *out);
+    b->ops->state_plan(b, n_ctx, n_threads, type_k, type_v, out);
+}
+
+static uint64_t host_bytes(const backend *b, int n_ctx, int n_threads, int type_k, int type_v) {
+    backend_mem bm;
+    session_plan(b, n_ctx, n_threads, type_k, type_v, &bm);
+    return bm.kv + bm.recurrent + bm.work;
+}
+
+int session_max_ctx(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, uint64_t have) {
+    int lo = 0, hi = n_ctx; /* the state grows with the context: the largest that fits, by halving */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (host_bytes(b, mid, n_threads, type_k, type_v) <= have) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* A state larger than the memory the machine has is refused before anything is allocated. */
+static int session_fits(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
+    const uint64_t have = host_memory_available();
+    backend_mem bm;
+    session_plan(b, n_ctx, n_threads, type_k, type_v, &bm);
+    const uint64_t need = bm.kv + bm.recurrent + bm.work;
+    if (!have || need <= have) return 0;
+    const double M = 1048576.0;
+    int fits = session_max_ctx(b, n_ctx, n_threads, type_k, type_v, have);
+    return fail(err,
+                "a context of %d tokens needs %.0f MiB (KV cache %.0f MiB in %s/%s, recurrent state %.0f MiB, work "
+                "%.0f MiB), more than the %.0f MiB available; %s%d tokens fit",
+                n_ctx, need / M, bm.kv / M, type_name((uint32_t)type_k), type_name((uint32_t)type_v), bm.recurrent / M,
+                bm.work / M, have / M, fits ? "at most " : "", fits);
+}
+
 session *session_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err) {
     const model *m = b->m;
     if (!model_has_weights(m)) {
@@ -27,6 +64,7 @@ session *session_new(backend *b, int n_ctx, int n_threads, int type_k, int type_
                  type_name((uint32_t)types[i]), (int)type_get((uint32_t)types[i])->blck, kvdim);
             return NULL;
         }
+    if (session_fits(b, n_ctx, n_threads, type_k, type_v, err)) return NULL;
     session *s = calloc(1, sizeof *s);
     if (!s) {
         fail(err, "out of memory");

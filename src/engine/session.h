@@ -27,6 +27,10 @@ typedef struct session {
 
 /* type_k, type_v: the KV cache's key and value types (types.h ids: TYPE_F16, llama.cpp's
  * default, TYPE_F32, TYPE_Q8_0 or TYPE_Q4_0); a quantized type needs rows of whole blocks. */
+/* What a session of these arguments takes (session_new refuses one larger than the memory
+ * available), and the largest context up to n_ctx whose state fits in `have` bytes. */
+void session_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out);
+int session_max_ctx(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, uint64_t have);
 session *session_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err);
 void session_free(session *s);
 /* Forgets every token: position 0, recurrent state zeroed. */

@@ -61,6 +61,7 @@ const backend_ops backend_cpu = {
     .release = cpu_release,
     .weights_source = cpu_weights_source,
     .state_new = cpu_state_new,
+    .state_plan = cpu_state_plan,
     .state_free = cpu_state_free,
     .state_reset = cpu_state_reset,
     .state_copy = cpu_state_copy,

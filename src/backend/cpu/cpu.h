@@ -73,6 +73,7 @@ struct cpu_state {
 static inline cpu_state *row_state(const exec *e, int t) { return (cpu_state *)e->rows[t].st; }
 
 /* state.c */
+void cpu_state_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out);
 backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int type_k, int type_v, trit_err *err);
 void cpu_state_free(backend_state *st);
 void cpu_state_reset(backend_state *st);

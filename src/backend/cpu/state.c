@@ -15,13 +15,12 @@ static float *carve(float *base, size_t *cur, size_t n) {
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 /* Lays out the work area; with base == NULL only counts. */
-static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size_t *cur) {
+static void layout_exec(exec *e, const hparams *hp, int n_ctx, int nth, float *base, size_t *cur) {
     size_t nb = EXEC_ROWS;
     size_t kvdim = (size_t)hp->n_head_kv * hp->head_dim, qdim = (size_t)hp->n_head * hp->head_dim;
     size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
     size_t widest_in = max3((size_t)hp->n_embd, (size_t)hp->n_ff, max3(qdim, inner, 0));
     size_t wide = max3(widest_in, 2 * qdim, conv_dim);
-    int nth = pool_size(e->mm.pool);
     e->x = carve(base, cur, nb * hp->n_embd);
     e->xn = carve(base, cur, nb * hp->n_embd);
     e->q = carve(base, cur, nb * qdim);
@@ -44,14 +43,15 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, float *base, size
     e->mm.rows = carve(base, cur, widest_in * (size_t)nth);
 }
 
-/* Lays out state and work area; with base == NULL only counts. Returns the floats needed. */
-static size_t layout(cpu_state *s, float *base) {
+/* Lays out state and work area for nth threads; with base == NULL only counts. Returns the floats
+ * needed. */
+static size_t layout(cpu_state *s, int nth, float *base) {
     const hparams *hp = &s->base.b->m->hp;
     size_t cur = 0;
     size_t d = (size_t)hp->ssm_d_state, inner = (size_t)hp->ssm_n_v * d, conv_dim = 2 * (size_t)hp->ssm_n_k * d + inner;
     s->kv.k = carve(base, &cur, kv_cache_bytes(&s->kv, s->kv.type_k) / sizeof(float) + 1);
     s->kv.v = carve(base, &cur, kv_cache_bytes(&s->kv, s->kv.type_v) / sizeof(float) + 1);
-    layout_exec(&s->e, hp, s->n_ctx, base, &cur);
+    layout_exec(&s->e, hp, s->n_ctx, nth, base, &cur);
     size_t conv = (size_t)hp->n_recurrent * conv_dim * (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 0);
     size_t ssm = (size_t)hp->n_recurrent * inner * d;
     s->state_floats = conv + ssm;
@@ -95,7 +95,8 @@ backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int type_k, i
         free(s);
         return NULL;
     }
-    size_t n = layout(s, NULL);
+    int nth = pool_size(s->e.mm.pool);
+    size_t n = layout(s, nth, NULL);
     s->block = calloc(n, sizeof(float));
     if (!s->block) {
         fail(err, "out of memory for a context of %d tokens (%zu MiB)", n_ctx, n * sizeof(float) >> 20);
@@ -103,8 +104,20 @@ backend_state *cpu_state_new(backend *b, int n_ctx, int n_threads, int type_k, i
         free(s);
         return NULL;
     }
-    layout(s, s->block);
+    layout(s, nth, s->block);
     return &s->base;
+}
+
+void cpu_state_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out) {
+    const hparams *hp = &b->m->hp;
+    cpu_state s = {.base.b = (backend *)b, .n_ctx = n_ctx};
+    s.kv = (kv_cache){type_k,       type_v, n_ctx, hp->n_layer - hp->n_recurrent, hp->n_head, hp->n_head_kv,
+                      hp->head_dim, NULL,   NULL};
+    size_t all = layout(&s, n_threads > 0 ? n_threads : pool_physical_cores(), NULL) * sizeof(float);
+    size_t kv = kv_cache_bytes(&s.kv, type_k) + kv_cache_bytes(&s.kv, type_v), rec = s.state_floats * sizeof(float);
+    out->kv += kv, out->recurrent += rec, out->work += all - kv - rec; /* the work area and alignment */
+    const cpu_backend *cb = b->impl;
+    if (cb) out->packed += cb->packs.from == PACK_BUILT ? cb->packs.mem_bytes : cb->packs.map.size;
 }
 
 void cpu_state_free(backend_state *st) {

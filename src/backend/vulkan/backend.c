@@ -272,6 +272,14 @@ static backend_state *vk_state_new(backend *b, int n_ctx, int n_threads, int typ
     return &s->base;
 }
 
+static void vk_state_plan(const backend *b, int n_ctx, int n_threads, int type_k, int type_v, backend_mem *out) {
+    (void)n_threads, (void)type_k, (void)type_v; /* the device's cache is f16 (state_new refuses others) */
+    size_t sizes[STATE_BUFS], rec = state_sizes(&b->m->hp, VK(b)->n_kv, VK(b)->n_rec, n_ctx, sizes), all = 0;
+    for (int i = 0; i < STATE_BUFS; i++) all += sizes[i];
+    out->dev_kv += sizes[0] + sizes[1], out->dev_recurrent += rec, out->dev_work += all - sizes[0] - sizes[1] - rec;
+    out->work += (size_t)b->m->hp.n_head_kv * b->m->hp.head_dim * sizeof(float); /* the K-shift's row */
+}
+
 static void vk_state_reset(backend_state *st) {
     vk_state *s = (vk_state *)st; /* the KV cache is overwritten */
     memset(vk_buf_map(s->rec), 0, s->rec_bytes);
@@ -550,6 +558,7 @@ const backend_ops backend_vulkan = {
     .weights_source = vk_weights_source,
     .device_info = vk_device_info,
     .state_new = vk_state_new,
+    .state_plan = vk_state_plan,
     .state_free = vk_state_free,
     .state_reset = vk_state_reset,
     .state_copy = vk_state_copy,
