@@ -13,7 +13,9 @@
 # Knobs (environment): BENCH_DIR (default /tmp/trit-bench), SHAPES, TYPES, THREADS (default:
 # cores), REPS (2), PP and TG (tokens for every shape; by default per shape pp512/tg128 for
 # qwen3-1.7b, pp256/tg64 for qwen3-8b, pp128/tg32 for the rest, which keeps the full run of three
-# shapes x three types + llama.cpp near 25 minutes on 2 cores once the models exist).
+# shapes x three types + llama.cpp near 25 minutes on 2 cores once the models exist), DEPTHS
+# (default 0: every test also after that many tokens in the context, as llama-bench -d; a depth of
+# 16384 on qwen3-8b takes an hour on 2 cores, most of it llama.cpp's).
 set -eu
 cd "$(dirname "$0")/.."
 DIR=${BENCH_DIR:-/tmp/trit-bench}
@@ -21,6 +23,7 @@ SHAPES=${SHAPES:-"qwen3-1.7b qwen3-8b qwen35-27b"}
 TYPES=${TYPES:-"PTQ1_0 PQ2_0 TQ2_0"}
 THREADS=${THREADS:-$(nproc)}
 REPS=${REPS:-2}
+DEPTHS=${DEPTHS:-0}
 TRIT=build/release/trit
 mkdir -p "$DIR"
 make -s -j2 all build/release/bandwidth
@@ -69,7 +72,7 @@ for l in sys.stdin:
     r = json.loads(l); e, s, t, b = sys.argv[1:5]
     if e == "trit": test, n = ("pp", r["n_prompt"]) if r["n_prompt"] else ("tg", r["n_gen"])
     else: test, n = r["test"][:2], int(r["test"][2:])
-    print(json.dumps({"engine": e, "shape": s, "type": t, "bytes": int(b), "test": test, "n": n, "ts": r["avg_ts"], "sd": r["stddev_ts"]}))' "$@"; }
+    print(json.dumps({"engine": e, "shape": s, "type": t, "bytes": int(b), "test": test, "n": n, "depth": r.get("n_depth", 0), "ts": r["avg_ts"], "sd": r["stddev_ts"]}))' "$@"; }
 
 # ggml's threads wait for each other at every graph node by spinning, so when the cores are
 # oversubscribed llama.cpp with THREADS >= 2 falls far below its idle speed (20x was seen); trit
@@ -88,11 +91,14 @@ for shape in $SHAPES; do
         [ -f "$f" ] || $TRIT synth --arch "$arch" --shape "$shape" --type "$type" -o "$f" >&2
         # decode reads every tensor but the embedding table, unless the output head is that table
         bytes=$($TRIT bench -m "$f" -p 0 -n 1 -r 1 --no-warmup -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["model_bytes_per_token"])')
-        $TRIT bench -m "$f" -p "$pp" -n "$tg" -r "$REPS" -t "$THREADS" -o jsonl | row trit "$shape" "$type" "$bytes" >> "$RESULTS"
-        case $type in TQ1_0 | TQ2_0)
-            [ "$HAVE_LLAMA" = 1 ] && "$LLAMA" -m "$f" -p "$pp" -n "$tg" -t "$THREADS" -r "$REPS" |
-                row llama.cpp "$shape" "$type" "$bytes" >> "$RESULTS" ;;
-        esac
+        for d in $DEPTHS; do
+            $TRIT bench -m "$f" -p "$pp" -n "$tg" -d "$d" -r "$REPS" -t "$THREADS" -o jsonl |
+                row trit "$shape" "$type" "$bytes" >> "$RESULTS"
+            case $type in TQ1_0 | TQ2_0)
+                [ "$HAVE_LLAMA" = 1 ] && "$LLAMA" -m "$f" -p "$pp" -n "$tg" -d "$d" -t "$THREADS" -r "$REPS" |
+                    row llama.cpp "$shape" "$type" "$bytes" >> "$RESULTS" ;;
+            esac
+        done
     done
 done
 BW1=$(build/release/bandwidth "$THREADS")
@@ -108,7 +114,8 @@ if others > cores * 0.5:
     print(f"WARNING: other work kept a load average of about {others:.1f} on {cores} cores: the machine was busy and"
           " llama.cpp with more than one thread suffers most, so these numbers and ratios are not trustworthy.\n")
 bw = (bw0 + bw1) / 2
-get = lambda e, s, t, test: next((r for r in rows if (r["engine"], r["shape"], r["type"], r["test"]) == (e, s, t, test)), None)
+get = lambda e, s, t, test, d=0: next((r for r in rows if (r["engine"], r["shape"], r["type"], r["test"], r["depth"]) == (e, s, t, test, d)), None)
+depths = sorted({r["depth"] for r in rows if r["depth"]})
 shapes = list(dict.fromkeys(r["shape"] for r in rows))
 types = lambda s: list(dict.fromkeys(r["type"] for r in rows if r["shape"] == s))
 roofline = lambda g: g["ts"] * g["bytes"] / 1e9 / bw  # share of the measured bandwidth decode used
@@ -125,6 +132,19 @@ for s in shapes:
         ratio = lambda a, b: "%.2f×" % (a["ts"] / b["ts"]) if a and b else "–"
         roof = "%.0f %%" % (roofline(g) * 100) if g else "–"
         print(f"| {s} | {t} | {any_['bytes'] / 1e9:.2f} | {n} | {f(p)} | {f(g)} | {roof} | {f(lp)} | {f(lg)} | {ratio(p, lp)} | {ratio(g, lg)} | {ratio(p, g)} |")
+
+if depths:
+    print("\nAt depth (tokens already in the context), against the same test from an empty context:\n")
+    print("| shape | type | depth | trit pp t/s | trit tg t/s | pp / depth 0 | tg / depth 0 | llama.cpp pp t/s | llama.cpp tg t/s | pp ratio | tg ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for d in depths:
+    for s in shapes:
+        for t in types(s):
+            p, g, p0, g0 = get("trit", s, t, "pp", d), get("trit", s, t, "tg", d), get("trit", s, t, "pp"), get("trit", s, t, "tg")
+            lp, lg = get("llama.cpp", s, t, "pp", d), get("llama.cpp", s, t, "tg", d)
+            f = lambda r: "%.2f ± %.2f" % (r["ts"], r["sd"]) if r else "–"
+            ratio = lambda a, b: "%.2f×" % (a["ts"] / b["ts"]) if a and b else "–"
+            print(f"| {s} | {t} | {d} | {f(p)} | {f(g)} | {ratio(p, p0)} | {ratio(g, g0)} | {f(lp)} | {f(lg)} | {ratio(p, lp)} | {ratio(g, lg)} |")
 
 print("\nGoals (issue #4):")
 def goal(what, value, target, unit):
@@ -146,4 +166,12 @@ for s in shapes:
     for t in types(s):
         p, g = get("trit", s, t, "pp"), get("trit", s, t, "tg")
         goal(f"{s} {t} trit pp / tg", p["ts"] / g["ts"] if p and g else None, 3.0, "×")
+if depths:
+    print("\nGoals at depth (issue #21):")
+for d in depths:
+    for s in shapes:
+        a, b = get("trit", s, "TQ2_0", "tg", d), get("llama.cpp", s, "TQ2_0", "tg", d)
+        goal(f"{s} TQ2_0 tg @ d{d} trit / llama.cpp", a["ts"] / b["ts"] if a and b else None, 1.5, "×")
+        a, b = get("trit", s, "TQ2_0", "pp", d), get("llama.cpp", s, "TQ2_0", "pp", d)
+        goal(f"{s} TQ2_0 pp @ d{d} trit / llama.cpp", a["ts"] / b["ts"] if a and b else None, 3.0, "×")
 PY

@@ -4,9 +4,10 @@
  * run (a batch of up to 32 tokens; one token: every weight is read once, as `trit bench` warms up),
  * then -r timed runs, the memory cleared before each outside the timing; the threads come from a
  * ggml threadpool attached to the context, as llama-bench does, so no decode pays for starting
- * threads. Prints one JSON line per test:
- *   {"test":"pp512","n_threads":2,"avg_ts":..,"stddev_ts":..,"samples_ts":[..]}
- * Usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--poll 50]
+ * threads. -d N: each run starts after N tokens already decoded (in batches, untimed), as
+ * llama-bench's -d. Prints one JSON line per test:
+ *   {"test":"pp512","n_depth":0,"n_threads":2,"avg_ts":..,"stddev_ts":..,"samples_ts":[..]}
+ * Usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r 3] [--poll 50]
  * --poll is llama-bench's: how hard idle pool threads spin (0-100) before they sleep.
  * Not part of the trit build: bench/compare.sh compiles it against the prebuilt libllama of npm
  * node-llama-cpp, with llama.h from that package's llama.cpp source bundle, and sets
@@ -61,14 +62,18 @@ static int decode(struct llama_context *ctx, struct llama_batch *b, int n, int p
     return rc;
 }
 
-/* One run from an empty context: a pp batch of n_prompt tokens, or n_gen single-token steps.
- * Returns the seconds it took, or a negative value on failure. */
-static double run(struct llama_context *ctx, struct llama_batch *b, int n_prompt, int n_gen, int32_t n_vocab) {
+/* One run after `depth` tokens (decoded untimed in batches of n_batch): a pp batch of n_prompt
+ * tokens, or n_gen single-token steps. Returns the seconds it took, or a negative value on failure. */
+static double run(struct llama_context *ctx, struct llama_batch *b, int n_batch, int depth, int n_prompt, int n_gen,
+                  int32_t n_vocab) {
     llama_memory_clear(llama_get_memory(ctx), false);
+    for (int at = 0; at < depth; at += n_batch)
+        if (decode(ctx, b, depth - at < n_batch ? depth - at : n_batch, at, n_vocab)) return -1;
+    llama_synchronize(ctx);
     double t0 = now();
-    if (n_prompt && decode(ctx, b, n_prompt, 0, n_vocab)) return -1;
+    if (n_prompt && decode(ctx, b, n_prompt, depth, n_vocab)) return -1;
     for (int i = 0; i < n_gen; i++)
-        if (decode(ctx, b, 1, i, n_vocab)) return -1;
+        if (decode(ctx, b, 1, depth + i, n_vocab)) return -1;
     llama_synchronize(ctx);
     return now() - t0;
 }
@@ -85,17 +90,19 @@ static int parse(const char *flag, const char *s, int lo, int hi) {
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int n_prompt = 512, n_gen = 128, n_threads = 2, reps = 3, poll = 50;
+    int n_prompt = 512, n_gen = 128, depth = 0, n_threads = 2, reps = 3, poll = 50;
     for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-m") && v) path = v;
         else if (!strcmp(a, "-p")) n_prompt = parse(a, v, 0, 1 << 16);
         else if (!strcmp(a, "-n")) n_gen = parse(a, v, 0, 1 << 16);
+        else if (!strcmp(a, "-d")) depth = parse(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) n_threads = parse(a, v, 1, 512);
         else if (!strcmp(a, "-r")) reps = parse(a, v, 1, MAX_REPS);
         else if (!strcmp(a, "--poll")) poll = parse(a, v, 0, 100);
         else {
-            fprintf(stderr, "usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 3] [--poll 50]\n");
+            fprintf(stderr,
+                    "usage: llamacpp-bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r 3] [--poll 50]\n");
             return 1;
         }
     }
@@ -128,7 +135,8 @@ int main(int argc, char **argv) {
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     struct llama_context_params cp = llama_context_default_params();
     int n_batch = n_prompt > 1 ? n_prompt : 1;
-    cp.n_ctx = (uint32_t)(n_prompt + n_gen + 16);
+    if (depth && n_batch < 512) n_batch = 512; /* the depth goes in batches */
+    cp.n_ctx = (uint32_t)(depth + n_prompt + n_gen + 16);
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)(n_batch < 512 ? n_batch : 512); /* llama-bench's default ubatch */
     cp.n_threads = cp.n_threads_batch = n_threads;
@@ -150,18 +158,18 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2 && !rc; k++) {
         int np = tests[k][0], ng = tests[k][1];
         if (!np && !ng) continue;
-        if (run(ctx, &batch, np < 32 ? np : 32, ng ? 1 : 0, n_vocab) < 0) rc = 1;
+        if (run(ctx, &batch, n_batch, 0, np < 32 ? np : 32, ng ? 1 : 0, n_vocab) < 0) rc = 1;
         double ts[MAX_REPS], sum = 0, var = 0;
         for (int r = 0; r < reps && !rc; r++) {
-            double s = run(ctx, &batch, np, ng, n_vocab);
+            double s = run(ctx, &batch, n_batch, depth, np, ng, n_vocab);
             if (s <= 0) rc = 1;
             else ts[r] = (np + ng) / s, sum += ts[r];
         }
         if (rc) break;
         double avg = sum / reps;
         for (int r = 0; r < reps; r++) var += (ts[r] - avg) * (ts[r] - avg);
-        printf("{\"test\":\"%s%d\",\"n_threads\":%d,\"avg_ts\":%.4f,\"stddev_ts\":%.4f,\"samples_ts\":[",
-               np ? "pp" : "tg", np ? np : ng, n_threads, avg, reps > 1 ? sqrt(var / (reps - 1)) : 0.0);
+        printf("{\"test\":\"%s%d\",\"n_depth\":%d,\"n_threads\":%d,\"avg_ts\":%.4f,\"stddev_ts\":%.4f,\"samples_ts\":[",
+               np ? "pp" : "tg", np ? np : ng, depth, n_threads, avg, reps > 1 ? sqrt(var / (reps - 1)) : 0.0);
         for (int r = 0; r < reps; r++) printf("%s%.4f", r ? "," : "", ts[r]);
         printf("]}\n");
         fflush(stdout);
