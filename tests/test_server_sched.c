@@ -212,7 +212,36 @@ static void test_timeout(void) {
     close_server(sv);
 }
 
+/* Every slot's state must fit together: stories260K's 4 slots of 512 tokens take 2.4 MiB
+ * (640 B a position each, and their work areas), more than a 2 MiB limit, so the scheduler is
+ * refused before allocating any, naming the largest slot context that fits; 3 MiB is enough. */
+static void test_slots_memory(void) {
+    srv_config c;
+    srv_config_defaults(&c);
+    c.n_parallel = 4, c.n_ctx = 2048, c.n_threads = 1;
+    char err[256] = "";
+    trit_model_params mp = trit_model_default_params();
+    trit_model *m = trit_model_load(shared_path("data/models/stories260K.gguf"), &mp, err, sizeof err);
+    REQUIREF(m, "%s", err);
+    setenv("TRIT_HOST_MEMORY", "2", 1);
+    sched *s = sched_new(m, &c, err, sizeof err);
+    CHECKF(!s && strstr(err, "4 slots of 512 tokens need ") && strstr(err, "the 2 MiB available") &&
+               strstr(err, " tokens a slot fit"),
+           "%s", err);
+    int fit = -1;
+    const char *at = strstr(err, "available; ");
+    CHECK(at && sscanf(at, "available; %d tokens", &fit) == 1 && fit > 0 && fit < 512);
+    sched_free(s);
+    setenv("TRIT_HOST_MEMORY", "3", 1);
+    s = sched_new(m, &c, err, sizeof err);
+    CHECKF(s, "%s", err);
+    sched_free(s);
+    unsetenv("TRIT_HOST_MEMORY");
+    trit_model_free(m);
+}
+
 const test_case server_sched_tests[] = {
+    {"slots_memory", test_slots_memory},
     {"prompt_cache", test_prompt_cache},
     {"prompt_cache_recurrent", test_prompt_cache_recurrent},
     {"concurrent", test_concurrent},
