@@ -288,7 +288,7 @@ help:
 	@echo "make bench-vk     the Vulkan device's read bandwidth and matrix-vector kernels (bench/gpu.sh runs it on a GPU)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"
-	@echo "make bench-attn  decode attention (f16 cache) per code path against the AVX2 one"
+	@echo "make bench-attn  decode attention (f16, q8_0, q4_0 caches) per code path against the AVX2 one"
 	@echo "make bench-grammar  the GBNF token mask per step on a 151k-token vocabulary"
 	@echo "make bench      trit vs llama.cpp against the measured bandwidth roofline (bench/compare.sh)"
 	@echo "make clean      remove build/"

@@ -1,9 +1,10 @@
-/* attn_bench: single-threaded decode attention on an f16 cache (one query row, ggml's exact f16
- * arithmetic), the attention entries of each kernel set of this CPU against the AVX2 set's (sets
- * whose entries are those of a set before them are not timed again), A/B back to back in one process:
- * 8 KV heads of 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers
- * as a decode step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread
- * CPU time, best of REPS rounds; each set's output must equal the scalar set's bit for bit.
+/* attn_bench: single-threaded decode attention (one query row) on f16, q8_0 and q4_0 caches, the
+ * attention entries of each kernel set of this CPU against the AVX2 set's (sets whose entries are
+ * those of a set before them are not timed again), A/B back to back in one process: 8 KV heads of
+ * 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers as a decode
+ * step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread CPU time,
+ * best of REPS rounds, and the cache bytes the fastest set reads a second; on the f16 cache (ggml's
+ * exact arithmetic) each set's output must equal the scalar set's bit for bit.
  * Usage: attn-bench [reps] */
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +41,7 @@ static double time_call(const kv_span *sp, const kernel_set *k, float *scratch) 
 
 static int same_attn(const kernel_attn *a, const kernel_attn *b) {
     return a->plain == b->plain && a->f16 == b->f16 && a->f16_heads == b->f16_heads && a->f16_wide == b->f16_wide &&
-        a->fa_tiles == b->fa_tiles && a->to_f16 == b->to_f16;
+        a->f32_wide == b->f32_wide && a->fa_tiles == b->fa_tiles && a->to_f16 == b->to_f16;
 }
 
 #define MAX_SETS 4
@@ -60,46 +61,51 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
         return 1;
     }
-    printf("decode attention, f16 cache, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd,
-           n_kv, LAYERS, reps);
-    printf("%6s %5s", "keys", "group");
+    printf("decode attention, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv,
+           LAYERS, reps);
+    printf("%5s %6s %5s", "cache", "keys", "group");
     for (int i = 0; i < ns; i++) printf(" %10s", sets[i]->name);
-    printf(" %8s\n", "speedup");
-    for (int gi = 0; gi < 2; gi++) {
-        int nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
-        kv_cache c = {1, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
-        c.k = malloc(kv_cache_bytes(&c)), c.v = malloc(kv_cache_bytes(&c));
-        float *q = malloc(qdim * sizeof *q), *ref = malloc(qdim * sizeof *ref), *out = malloc(qdim * sizeof *out);
-        float *row = malloc(2 * kvdim * sizeof *row), *scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof *scratch);
-        if (!c.k || !c.v || !q || !ref || !out || !row || !scratch) {
-            fprintf(stderr, "attn-bench: out of memory\n");
-            return 1;
-        }
-        for (int il = 0; il < LAYERS; il++)
-            for (int p = 0; p < n_ctx; p++) {
-                for (int i = 0; i < 2 * kvdim; i++) row[i] = frand(i < kvdim ? 3 : 2);
-                kv_store(&c, il, p, row, row + kvdim);
+    printf(" %8s %7s\n", "speedup", "GB/s");
+    const int types[] = {TYPE_F16, TYPE_Q8_0, TYPE_Q4_0};
+    for (int ti = 0; ti < 3; ti++)
+        for (int gi = 0; gi < 2; gi++) {
+            int t = types[ti], nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
+            kv_cache c = {t, t, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
+            c.k = malloc(kv_cache_bytes(&c, t)), c.v = malloc(kv_cache_bytes(&c, t));
+            float *q = malloc(qdim * sizeof *q), *ref = malloc(qdim * sizeof *ref), *out = malloc(qdim * sizeof *out);
+            float *row = malloc(2 * kvdim * sizeof *row),
+                  *scratch = malloc(kv_attend_scratch(n_ctx, hd) * sizeof *scratch);
+            if (!c.k || !c.v || !q || !ref || !out || !row || !scratch) {
+                fprintf(stderr, "attn-bench: out of memory\n");
+                return 1;
             }
-        for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
-        for (int ki = 0; ki < 4; ki++) {
-            kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};
-            kv_attend_with(&sp, scalar, 0, 1, scratch);
-            sp.out = out;
-            double best[MAX_SETS] = {INFINITY, INFINITY, INFINITY, INFINITY};
-            for (int r = 0; r < reps; r++)
-                for (int i = 0; i < ns; i++) best[i] = fmin(best[i], time_call(&sp, sets[i], scratch));
-            for (int i = 0; i < ns; i++) {
-                kv_attend_with(&sp, sets[i], 0, 1, scratch);
-                if (memcmp(out, ref, qdim * sizeof *out)) {
-                    fprintf(stderr, "attn-bench: %s differs from the scalar set\n", sets[i]->name);
-                    return 1;
+            for (int il = 0; il < LAYERS; il++)
+                for (int p = 0; p < n_ctx; p++) {
+                    for (int i = 0; i < 2 * kvdim; i++) row[i] = frand(i < kvdim ? 3 : 2);
+                    kv_store(&c, il, p, row, row + kvdim);
                 }
+            for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
+            for (int ki = 0; ki < 4; ki++) {
+                kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};
+                kv_attend_with(&sp, scalar, 0, 1, scratch);
+                sp.out = out;
+                double best[MAX_SETS] = {INFINITY, INFINITY, INFINITY, INFINITY};
+                for (int r = 0; r < reps; r++)
+                    for (int i = 0; i < ns; i++) best[i] = fmin(best[i], time_call(&sp, sets[i], scratch));
+                for (int i = 0; t == TYPE_F16 && i < ns; i++) {
+                    kv_attend_with(&sp, sets[i], 0, 1, scratch);
+                    if (memcmp(out, ref, qdim * sizeof *out)) {
+                        fprintf(stderr, "attn-bench: %s differs from the scalar set\n", sets[i]->name);
+                        return 1;
+                    }
+                }
+                double fast = best[0];
+                for (int i = 1; i < ns; i++) fast = fmin(fast, best[i]);
+                printf("%5s %6d %5d", type_name((uint32_t)t), keys[ki], groups[gi]);
+                for (int i = 0; i < ns; i++) printf(" %10.2f", best[i] * 1e6);
+                printf(" %7.2fx %7.1f\n", best[0] / fast, 2.0 * keys[ki] * kv_row_bytes(&c, t) / fast * 1e-9);
             }
-            printf("%6d %5d", keys[ki], groups[gi]);
-            for (int i = 0; i < ns; i++) printf(" %10.2f", best[i] * 1e6);
-            printf(" %7.2fx\n", best[0] / best[ns - 1]);
+            free(c.k), free(c.v), free(q), free(ref), free(out), free(row), free(scratch);
         }
-        free(c.k), free(c.v), free(q), free(ref), free(out), free(row), free(scratch);
-    }
     return 0;
 }

@@ -145,6 +145,8 @@ typedef struct {
     int max_ctx; /* the largest context up to n_ctx whose host state fits in available */
 } trit_memory_plan;
 void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out);
+/* The largest context up to p's whose host state fits in `have` bytes (have / n for n sessions). */
+int trit_memory_max_ctx(const trit_model *m, const trit_session_params *p, uint64_t have);
 /* The plan for n_seq sessions as text: one line ("memory: ..."), or with block = 1 a table of
  * every part, one per line (each line ends in a newline). */
 void trit_memory_plan_text(const trit_memory_plan *p, int n_seq, int block, char *buf, size_t n);

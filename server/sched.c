@@ -700,12 +700,6 @@ static void drain(sched *s) {
 }
 
 /* Host bytes of n slots' states of sp (each slot is a session). */
-static uint64_t slots_bytes(const trit_model *m, const trit_session_params *sp, int n) {
-    trit_memory_plan p;
-    trit_memory_plan_get(m, sp, &p);
-    return (p.kv + p.recurrent + p.work) * (uint64_t)n;
-}
-
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     sched *s = calloc(1, sizeof *s);
     if (!s) return snprintf(err, errlen, "out of memory"), NULL;
@@ -731,17 +725,12 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
         .n_ctx = s->slot_ctx, .n_threads = c->n_threads, .type_k = c->type_k, .type_v = c->type_v};
     trit_memory_plan plan;
     trit_memory_plan_get(m, &sp, &plan);
-    const uint64_t need = slots_bytes(m, &sp, s->n_slots);
+    const uint64_t need = (plan.kv + plan.recurrent + plan.work) * (uint64_t)s->n_slots;
     if (plan.available && need > plan.available) {
-        int lo = 0, hi = s->slot_ctx; /* the largest slot context that fits, by halving */
-        while (lo < hi) {
-            sp.n_ctx = lo + (hi - lo + 1) / 2;
-            if (slots_bytes(m, &sp, s->n_slots) <= plan.available) lo = sp.n_ctx;
-            else hi = sp.n_ctx - 1;
-        }
         snprintf(err, errlen,
                  "%d slots of %d tokens need %.0f MiB, more than the %.0f MiB available; %d tokens a slot fit",
-                 s->n_slots, s->slot_ctx, need / 1048576.0, plan.available / 1048576.0, lo);
+                 s->n_slots, s->slot_ctx, need / 1048576.0, plan.available / 1048576.0,
+                 trit_memory_max_ctx(m, &sp, plan.available / (uint64_t)s->n_slots));
         sched_free(s);
         return NULL;
     }

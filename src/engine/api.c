@@ -263,11 +263,25 @@ trit_session_params trit_session_default_params(void) {
     return p;
 }
 
-void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out) {
-    trit_session_params def = trit_session_default_params();
+/* p's cache types and context (0: the training context), the defaults for missing or bad ones. */
+static const trit_session_params *plan_params(const trit_model *m, const trit_session_params *p, int *tk, int *tv,
+                                              int *n_ctx) {
+    static const trit_session_params def = {.type_k = TRIT_KV_F16, .type_v = TRIT_KV_F16};
     if (!p || !trit_kv_type_name(p->type_k) || !trit_kv_type_name(p->type_v)) p = &def;
-    const int tk = kv_types[p->type_k].type, tv = kv_types[p->type_v].type;
-    const int n_ctx = p->n_ctx > 0 ? p->n_ctx : m->m->hp.n_ctx_train;
+    *tk = kv_types[p->type_k].type, *tv = kv_types[p->type_v].type;
+    *n_ctx = p->n_ctx > 0 ? p->n_ctx : m->m->hp.n_ctx_train;
+    return p;
+}
+
+int trit_memory_max_ctx(const trit_model *m, const trit_session_params *p, uint64_t have) {
+    int tk, tv, n_ctx;
+    p = plan_params(m, p, &tk, &tv, &n_ctx);
+    return session_max_ctx(&m->b, n_ctx, p->n_threads, tk, tv, have);
+}
+
+void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out) {
+    int tk, tv, n_ctx;
+    p = plan_params(m, p, &tk, &tv, &n_ctx);
     const trit_model_info info = trit_model_get_info(m);
     backend_mem bm;
     session_plan(&m->b, n_ctx, p->n_threads, tk, tv, &bm);

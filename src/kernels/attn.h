@@ -27,9 +27,9 @@ static inline int kv_is_f16(const kv_cache *c) { return c->type_k == TYPE_F16 &&
 #define FA_KEYS 64 /* keys of a block */
 #define FA_TILES 4 /* tiles that share each converted block of keys and values */
 #define FA_MIN_SINGLE_KEYS 256 /* measured: below, one query row is faster head by head */
-/* The f16 decode's: */
-#define F16_BLOCK 64 /* keys the wide f16 decode scores before summing their values (a multiple of 16; measured) */
-#define F16_UNIT 32 /* query heads one call of the wide f16 decode serves at most (bounds its scratch) */
+/* The wide decode's (f16_wide, f32_wide): */
+#define WIDE_BLOCK 64 /* keys the wide decode scores before summing their values (a multiple of 16; measured) */
+#define WIDE_UNIT 32 /* query heads one call of the wide decode serves at most (bounds its scratch) */
 #define F16_HEADS 8 /* query heads one call of the AVX2 f16 code serves at most (bounds its scratch) */
 
 /* Query heads h..h+ng of layer il against keys 0..n_keys-1: q, o: [ng][head_dim]. */
@@ -46,10 +46,14 @@ typedef struct {
      * 2 * ng * head_dim floats. */
     kernel_attend f16;
     int f16_heads;
-    /* The same arithmetic, bit for bit, for ng <= F16_UNIT query heads of one KV head or several;
-     * head_dim a multiple of 32. scratch: 2 * F16_UNIT * (head_dim + F16_BLOCK) floats. NULL where
+    /* The same arithmetic, bit for bit, for ng <= WIDE_UNIT query heads of one KV head or several;
+     * head_dim a multiple of 32. scratch: 2 * WIDE_UNIT * (head_dim + WIDE_BLOCK) floats. NULL where
      * the set has none. */
     kernel_attend f16_wide;
+    /* f32 arithmetic over any cache type in the same shape (a query row: decode), each key and
+     * value row read once for the heads of a pass; within float rounding of plain. Same scratch;
+     * NULL where the set has none. */
+    kernel_attend f32_wide;
     /* Causal f32 flash attention of KV head kvh's query heads, np positions from pos0 (q, out at
      * pos0, rows n_head * head_dim), in tiles of `per` positions (per * group <= FA_ROWS), up to
      * FA_TILES of them; head_dim a multiple of 16. Within float rounding of plain. scratch: see

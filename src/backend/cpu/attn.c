@@ -12,8 +12,8 @@ size_t kv_row_bytes(const kv_cache *c, int type) {
 size_t kv_cache_bytes(const kv_cache *c, int type) { return (size_t)c->n_layer * c->n_ctx * kv_row_bytes(c, type); }
 
 size_t kv_attend_scratch(int n_ctx, int head_dim) {
-    size_t hd = (size_t)head_dim, f16 = 2 * F16_UNIT * (hd + F16_BLOCK),
-           per_head = (size_t)n_ctx > f16 ? (size_t)n_ctx : f16;
+    size_t hd = (size_t)head_dim, wide = 2 * WIDE_UNIT * (hd + WIDE_BLOCK),
+           per_head = (size_t)n_ctx > wide ? (size_t)n_ctx : wide;
     size_t flash = FA_KEYS * FA_ROWS + FA_ROWS + 2 * FA_KEYS * hd + FA_TILES * (2 * hd * FA_ROWS + 2 * FA_ROWS);
     return per_head > flash ? per_head : flash;
 }
@@ -32,12 +32,12 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     store_row(c->type_v, v, (char *)c->v + row * kv_row_bytes(c, c->type_v), kvdim);
 }
 
-/* Query heads h..h+ng: ggml's f16 arithmetic (exact) with the wide code (heads of several KV
- * heads) or the set's f16 code (heads of one KV head, f16_heads at most), or f32 (plain)
- * arithmetic, head by head. */
+/* Query heads h..h+ng: ggml's f16 arithmetic (exact) or f32 arithmetic with the wide code (heads
+ * of several KV heads), the set's f16 code (heads of one KV head, f16_heads at most), or f32
+ * (plain) arithmetic, head by head. */
 static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h, int ng, const float *q, int n_keys,
                          float *out, float *scratch, int exact, int wide) {
-    if (wide) a->f16_wide(c, il, h, q, ng, n_keys, out, scratch);
+    if (wide) (exact ? a->f16_wide : a->f32_wide)(c, il, h, q, ng, n_keys, out, scratch);
     else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
     else
         for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
@@ -63,9 +63,12 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
     const kernel_attn *a = &k->attn;
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
     int exact = kv_is_f16(c) && sp->batch < KV_TILED_BATCH;
-    /* a single query over a short cache (decode with an f32 cache) sets up less per head */
+    /* a query row (decode) in f32 arithmetic: the wide code reads each row once for its KV head's
+     * heads, as the tiles do, without their 32-row shape; without it, over a short cache, head by
+     * head sets up less than a tile */
+    int wide = hd % 32 == 0 && (exact ? a->f16_wide != NULL : a->f32_wide && sp->nq == 1);
     int short_single = sp->nq == 1 && sp->pos0 + 1 < FA_MIN_SINGLE_KEYS;
-    if (a->fa_tiles && !exact && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
+    if (a->fa_tiles && !exact && !wide && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
         /* units: a tile of one KV head, KV head after KV head; a thread's tiles of one KV head
          * go FA_TILES at a time */
         int per = FA_ROWS / group, nt = (sp->nq + per - 1) / per;
@@ -87,12 +90,12 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
         }
         return;
     }
-    /* units, at one position: for the wide f16 code, the query heads of a thread's even share of
-     * the KV heads (F16_UNIT at most), which it serves block by block of keys; the query heads of a
+    /* units, at one position: for the wide code, the query heads of a thread's even share of the
+     * KV heads (WIDE_UNIT at most), which it serves block by block of keys; the query heads of a
      * KV head (f16_heads at a time: the AVX2 code serves them in one pass) for the set's f16 code;
      * one query head otherwise. A head's result does not depend on the heads it goes with. */
-    int wide = exact && a->f16_wide && hd % 32 == 0, kv_share = (c->n_head_kv + nth - 1) / nth;
-    int per_unit = wide ? (group * kv_share < F16_UNIT ? group * kv_share : F16_UNIT) : exact ? a->f16_heads : 1;
+    int kv_share = (c->n_head_kv + nth - 1) / nth;
+    int per_unit = wide ? (group * kv_share < WIDE_UNIT ? group * kv_share : WIDE_UNIT) : exact ? a->f16_heads : 1;
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {

@@ -1,5 +1,5 @@
 /* kernels_attn_avx512: the attention entries of the AVX-512 set (and of the AMX set over it): the
- * wide f16 decode and the prompt flash tiles, for x86-64 with AVX-512 F/BW/VL and VNNI. Compiled
+ * wide decode (f16 and f32 arithmetic) and the prompt flash tiles, for x86-64 with AVX-512 F/BW/VL and VNNI. Compiled
  * with those flags alone (Makefile); select.c calls kernels_attn_avx512_init only on CPUs (and
  * OSes) that have them, over entries already holding the AVX2 ones. */
 #if defined(__x86_64__)
@@ -14,187 +14,7 @@
 #define UNROLL _Pragma("GCC unroll 16") /* accumulator arrays must live in registers, not on the stack */
 #define F16_ROUND512(x) _mm512_cvtph_ps(_mm512_cvtps_ph((x), _MM_FROUND_TO_NEAREST_INT))
 
-/* ---- decode attention on an f16 cache, bit for bit attend_f16, with AVX-512 ----
- * The same operations in another schedule. A key's score does not depend on the accumulator, so
- * a block of keys is scored first, sixteen keys at a time, each key's row converted once for the
- * heads of a pass; a head's running maximum, its factors (ms, vs) and its sum then follow from
- * its scores alone, with the same expf; only the value accumulation is a chain from key to key,
- * run for up to 4 heads that share each value row's conversion, 8 vectors of columns at a time
- * (8 independent chains, kept in registers). head_dim is a multiple of 32. make bench-attn times
- * it against the AVX2 code. */
-
-/* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
- * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
- * 4e + c. */
-INLINE __m512 sum16(const __m512 u[16]) {
-    __m512 r[8], t[4], w[2];
-    UNROLL for (int p = 0; p < 8; p++) /* lane i + 8 onto lane i: u[2p] in the low half, u[2p + 1] in the high */
-        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44),
-                             _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
-    UNROLL for (int m = 0; m < 4; m++) /* lane i + 4 onto lane i: quarter c holds u[4m + c] */
-        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88),
-                             _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
-    UNROLL for (int n = 0; n < 2; n++) /* neighbours */
-        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88),
-                             _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
-    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
-}
-
-/* s[g][j] = dot_f16_avx2(k_j, qq_g) * scale for keys j < n of a block (rows kvdim apart) and the
- * ng heads of a pass (s rows F16_BLOCK apart): two 16-lane accumulators hold its four 8-lane
- * ones. Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4,
- * so that sum16 leaves key i in lane i. Rows are fetched ahead: keys up to avail (those of the
- * cache from k on), and the block's values v unless NULL (another pass asks for them). */
-INLINE void f16_scores(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
-                       int avail, float scale, float *s) {
-    for (int j0 = 0; j0 < n; j0 += 16) {
-        __m512 u[4][16];
-        for (int i = 0; i < 16; i++) {
-            if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
-                for (int d = 0; d < hd; d += 32)
-                    _mm_prefetch((const char *)(k + (size_t)(j0 + i + 16) * kvdim + d), _MM_HINT_T0);
-            if (v && j0 + i < n) /* and for the block's value rows while it is scored */
-                for (int d = 0; d < hd; d += 32)
-                    _mm_prefetch((const char *)(v + (size_t)(j0 + i) * kvdim + d), _MM_HINT_T0);
-            int j = j0 + 4 * (i % 4) + i / 4;
-            const uint16_t *kr = k + (size_t)(j < n ? j : n - 1) * kvdim;
-            __m512 a[4], b[4];
-            UNROLL for (int g = 0; g < ng; g++) a[g] = b[g] = _mm512_setzero_ps();
-            for (int d = 0; d < hd; d += 32) {
-                __m512 k0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d)));
-                __m512 k1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d + 16)));
-                UNROLL for (int g = 0; g < ng; g++) {
-                    a[g] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(qq + (size_t)g * hd + d), a[g]);
-                    b[g] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(qq + (size_t)g * hd + d + 16), b[g]);
-                }
-            }
-            UNROLL for (int g = 0; g < ng; g++) u[g][i] = _mm512_add_ps(a[g], b[g]);
-        }
-        UNROLL for (int g = 0; g < ng; g++)
-            _mm512_storeu_ps(s + g * F16_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
-    }
-}
-
-/* acc[g] (rows hd apart) through values j < n of a block, for the ng heads of a pass, cw vectors of
- * columns at a time: rescaled by ms (skipped where it is 1, which changes no f16 value, inf and
- * NaN included), then acc = f16(v * vs + acc), as attend_f16_avx2 does lane by lane. */
-INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int cw,
-                       int hd, int n) {
-    for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
-        __m512 a[4][8];
-        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
-            _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
-        for (int j = 0; j < n; j++) {
-            const uint16_t *vr = v + (size_t)j * kvdim + c0;
-            UNROLL for (int g = 0; g < ng; g++) {
-                float m = ms[g * F16_BLOCK + j];
-                if (m != 1.0f)
-                    UNROLL for (int c = 0; c < cw; c++) a[g][c] =
-                        F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
-            }
-            UNROLL for (int c = 0; c < cw; c++) {
-                __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));
-                UNROLL for (int g = 0; g < ng; g++) a[g][c] =
-                    F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * F16_BLOCK + j]), a[g][c]));
-            }
-        }
-        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++)
-            _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
-    }
-}
-
-/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads): the shapes
- * spelled out, so that each one's arrays live in registers. Columns: 8 vectors over the pass
- * where head_dim allows, else fewer. */
-static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
-
-static void f16_scores_pass(const uint16_t *k, const uint16_t *v, size_t kvdim, const float *qq, int ng, int hd, int n,
-                            int avail, float scale, float *s) {
-    if (ng == 4) f16_scores(k, v, kvdim, qq, 4, hd, n, avail, scale, s);
-    else if (ng == 2) f16_scores(k, v, kvdim, qq, 2, hd, n, avail, scale, s);
-    else f16_scores(k, v, kvdim, qq, 1, hd, n, avail, scale, s);
-}
-
-static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng,
-                            int hd, int n) {
-    if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
-    else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
-    else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
-    else if (hd % 128 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 8, hd, n);
-    else if (hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 4, hd, n);
-    else f16_values(v, kvdim, vs, ms, acc, 1, 2, hd, n);
-}
-
-/* One head's factors for keys j < n of a block from its scores s, as attend_f16 computes them
- * (running maximum *M, sum *S): vs replaces the score in s, ms goes to m. Plain C: the same expf
- * as the portable code, and no fused S * ms + vs. */
-static void f16_factors(float *s, float *m, int n, float *M, float *S) {
-    for (int j = 0; j < n; j++) {
-        float sc = s[j], ms = 1, vs = 1;
-        if (sc > *M) {
-            ms = expf(*M - sc);
-            *M = sc;
-        } else {
-            vs = expf(sc - *M);
-        }
-        float Sm = *S * ms;
-        *S = Sm + vs;
-        s[j] = vs, m[j] = ms;
-    }
-}
-
-/* Query heads h..h+ng (ng <= F16_UNIT), of one KV head or several, as attend_f16_avx2 computes
- * them: block after block of keys, each KV head's heads in turn, so that a block's rows of the KV
- * heads together are read close in time (their bytes neighbour in the cache: a long cache reads
- * faster than one KV head at a time). */
-static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
-                              float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    const uint16_t *kc = (const uint16_t *)c->k + (size_t)il * c->n_ctx * kvdim;
-    const uint16_t *vc = (const uint16_t *)c->v + (size_t)il * c->n_ctx * kvdim;
-    float scale = 1.0f / sqrtf((float)hd);
-    /* per head: query rounded to f16, accumulator; a block's scores (then vs) and ms */
-    float *qq = scratch, *acc = qq + (size_t)ng * hd, *s = acc + (size_t)ng * hd, *ms = s + F16_UNIT * F16_BLOCK;
-    float S[F16_UNIT], M[F16_UNIT];
-    for (int i = 0; i < ng * hd; i += 16) { /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
-        _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
-        _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
-    }
-    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j0 = 0; j0 < n_keys; j0 += F16_BLOCK) {
-        int n = n_keys - j0 < F16_BLOCK ? n_keys - j0 : F16_BLOCK;
-        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
-            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
-            size_t at = (size_t)j0 * kvdim + (size_t)((h + g0) / group) * hd;
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                f16_scores_pass(kc + at, g == g0 ? vc + at : NULL, kvdim, qq + (size_t)g * hd, p, hd, n, n_keys - j0,
-                                scale, s + g * F16_BLOCK);
-            }
-            for (int g = g0; g < g0 + seg; g++) f16_factors(s + g * F16_BLOCK, ms + g * F16_BLOCK, n, &M[g], &S[g]);
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                f16_values_pass(vc + at, kvdim, s + g * F16_BLOCK, ms + g * F16_BLOCK, acc + (size_t)g * hd, p, hd, n);
-            }
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        __m512 inv = _mm512_set1_ps(1.0f / S[g]);
-        for (int i = 0; i < hd; i += 16)
-            _mm512_storeu_ps(o + (size_t)g * hd + i, _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + i), inv));
-    }
-}
-
-/* ---- causal prompt attention, flash style, with AVX-512 ----
- * A tile is up to FA_ROWS query rows: consecutive positions times the query heads of one KV head,
- * which share its keys and values. Up to FA_TILES tiles of one KV head go through that head's
- * keys together, a block of FA_KEYS at a time: each block is read and converted to f32 once for
- * all of them, not once per row, and each tile's softmax runs online (running maximum m and sum l
- * per row, its outputs rescaled when m grows). Scores are kept transposed, s[key][row], so that a
- * vector holds 16 rows: maxima, exponentials and sums need no horizontal reductions, and s[key][row]
- * is the broadcast operand of the value products. f32 throughout, so within float rounding of
- * attend_plain (another summation order, a polynomial exp). A tile's result does not depend on the
- * others, so neither does it on how tiles are shared among threads. */
+/* ---- reading the cache ---- */
 
 /* e^x for x <= 0 to within an ulp or two: x = n ln2 + r, |r| <= ln2/2, degree 7 Taylor series
  * of e^r (truncation below 1e-8 relative), scaled by 2^n. Results under FLT_MIN are exactly 0,
@@ -218,17 +38,38 @@ INLINE __m512 exp_nonpos(__m512 x) {
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
 }
 
-/* Sixteen values of a quantized block from its element o (0 or 16) as f32. */
+/* Sixteen values of a quantized block from its element o (0 or 16) as f32. The scale by F16C (the
+ * table's value): a block's scale is a random index into the 256 KiB table, a miss to wait on. */
 INLINE __m512 q16(int t, const uint8_t *b, int o) {
-    uint16_t d;
+    int16_t d;
     memcpy(&d, b, 2);
+    __m512 scale = _mm512_cvtph_ps(_mm256_set1_epi16(d));
     __m128i x = _mm_loadu_si128((const __m128i *)(b + 2 + (t == TYPE_Q8_0 ? o : 0)));
     __m512i q;
     if (t == TYPE_Q8_0) q = _mm512_cvtepi8_epi32(x);
     else
         q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(o ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15))),
                              _mm512_set1_epi32(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(kv_h2f(d)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
+}
+
+/* The byte of element e (a multiple of 32 for the block types) in a cache part of type t. */
+INLINE const char *cache_at(int t, const void *base, size_t e) {
+    size_t off = t == TYPE_F16 ? 2 * e : t == TYPE_F32 ? 4 * e : e / 32 * (t == TYPE_Q8_0 ? 34 : 18);
+    return (const char *)base + off;
+}
+
+/* Sixteen values of a cache part of type t from element e (a multiple of 16) as f32. */
+INLINE __m512 vec16(int t, const void *base, size_t e) {
+    if (t == TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)cache_at(t, base, e)));
+    if (t == TYPE_F32) return _mm512_loadu_ps((const float *)base + e);
+    return q16(t, (const uint8_t *)cache_at(t, base, e & ~(size_t)31), (int)(e % 32));
+}
+
+/* Asks for hd values from element e (a multiple of 32) of a cache part of type t. */
+INLINE void prefetch_row(int t, const void *base, size_t e, int hd) {
+    for (const char *p = cache_at(t, base, e), *end = cache_at(t, base, e + (size_t)hd); p < end; p += 64)
+        _mm_prefetch(p, _MM_HINT_T0);
 }
 
 /* Keys or values j0..j0+n of one KV head (row 0 at `at`) of a cache part of type t as f32 rows of
@@ -257,6 +98,280 @@ static void fa_load(const kv_cache *c, int t, const void *base, size_t at, int j
     }
     memset(dst + (size_t)n * hd, 0, (size_t)(n8 - n) * hd * sizeof(float));
 }
+
+/* ---- decode attention, wide: the query heads of one KV head or several, block after block of keys ----
+ * A key's score does not depend on the accumulator, so a block of keys is scored first, sixteen
+ * keys at a time, each key's row converted once for the heads of a pass; the softmax factors
+ * follow from the scores alone; then the values accumulate, up to 4 heads sharing each value
+ * row's conversion, 8 vectors of columns at a time (8 independent chains, kept in registers).
+ * Two arithmetics in that shape: ggml's f16 one on an f16 cache, bit for bit attend_f16 (the same
+ * operations in another schedule), and f32 over any cache type. head_dim is a multiple of 32.
+ * make bench-attn times them. */
+
+/* The sums of sixteen vectors, each in dot_f16_avx2's tree (lanes i + 8, then i + 4, then
+ * neighbours, then the two pairs): four transposing steps, which leave u[4c + e]'s sum in lane
+ * 4e + c. */
+INLINE __m512 sum16(const __m512 u[16]) {
+    __m512 r[8], t[4], w[2];
+    UNROLL for (int p = 0; p < 8; p++) /* lane i + 8 onto lane i: u[2p] in the low half, u[2p + 1] in the high */
+        r[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], 0xee));
+    UNROLL for (int m = 0; m < 4; m++) /* lane i + 4 onto lane i: quarter c holds u[4m + c] */
+        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0x88),
+                             _mm512_shuffle_f32x4(r[2 * m], r[2 * m + 1], 0xdd));
+    UNROLL for (int n = 0; n < 2; n++) /* neighbours */
+        w[n] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0x88),
+                             _mm512_shuffle_ps(t[2 * n], t[2 * n + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
+}
+
+/* A block's keys and values: cache parts of types tk, tv from element `at` (key 0's row of the
+ * KV head), rows kvdim apart. */
+typedef struct {
+    int tk, tv;
+    const void *k, *v;
+    size_t at, kvdim;
+} wide_rows;
+
+/* s[g][j] = (q_g · k_j, summed as dot_f16_avx2 does) * scale for keys j < n of a block and the ng
+ * heads of a pass (s rows WIDE_BLOCK apart): two 16-lane accumulators hold its four 8-lane ones.
+ * Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4, so
+ * that sum16 leaves key i in lane i. Rows are fetched ahead: keys up to avail (those of the cache
+ * from the block on), and the block's values if `values` (another pass asks for them otherwise). */
+INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, int ng, int hd, int n, int avail,
+                        float scale, float *s) {
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        __m512 u[4][16];
+        for (int i = 0; i < 16; i++) {
+            if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
+                prefetch_row(tk, r->k, r->at + (size_t)(j0 + i + 16) * r->kvdim, hd);
+            if (values && j0 + i < n) /* and for the block's value rows while it is scored */
+                prefetch_row(r->tv, r->v, r->at + (size_t)(j0 + i) * r->kvdim, hd);
+            int j = j0 + 4 * (i % 4) + i / 4;
+            size_t kr = r->at + (size_t)(j < n ? j : n - 1) * r->kvdim;
+            __m512 a[4], b[4];
+            UNROLL for (int g = 0; g < ng; g++) a[g] = b[g] = _mm512_setzero_ps();
+            for (int d = 0; d < hd; d += 32) {
+                __m512 k0 = vec16(tk, r->k, kr + d), k1 = vec16(tk, r->k, kr + d + 16);
+                UNROLL for (int g = 0; g < ng; g++) {
+                    a[g] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q + (size_t)g * hd + d), a[g]);
+                    b[g] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + (size_t)g * hd + d + 16), b[g]);
+                }
+            }
+            UNROLL for (int g = 0; g < ng; g++) u[g][i] = _mm512_add_ps(a[g], b[g]);
+        }
+        UNROLL for (int g = 0; g < ng; g++)
+            _mm512_storeu_ps(s + g * WIDE_BLOCK + j0, _mm512_mul_ps(sum16(u[g]), _mm512_set1_ps(scale)));
+    }
+}
+
+/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads), the shapes and
+ * key types spelled out, so that each one's arrays live in registers and its loads are the type's. */
+static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+
+/* M(T) for the cache type t, T a constant: each type's loads compiled in. */
+#define BY_CACHE_TYPE(t, M)              \
+    switch (t) {                         \
+    case TYPE_F16: M(TYPE_F16); break;   \
+    case TYPE_F32: M(TYPE_F32); break;   \
+    case TYPE_Q8_0: M(TYPE_Q8_0); break; \
+    default: M(TYPE_Q4_0); break;        \
+    }
+
+#define WIDE_SCORES(T)                                                       \
+    (ng == 4       ? wide_scores(T, r, values, q, 4, hd, n, avail, scale, s) \
+         : ng == 2 ? wide_scores(T, r, values, q, 2, hd, n, avail, scale, s) \
+                   : wide_scores(T, r, values, q, 1, hd, n, avail, scale, s))
+static void wide_scores_pass(const wide_rows *r, int values, const float *q, int ng, int hd, int n, int avail,
+                             float scale, float *s) {
+    BY_CACHE_TYPE(r->tk, WIDE_SCORES)
+}
+#undef WIDE_SCORES
+
+/* acc[g] (rows hd apart) through values j < n of a block, for the ng heads of a pass, cw vectors of
+ * columns at a time: rescaled by ms (skipped where it is 1, which changes no f16 value, inf and
+ * NaN included), then acc = f16(v * vs + acc), as attend_f16_avx2 does lane by lane. */
+INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int cw,
+                       int hd, int n) {
+    for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
+        __m512 a[4][8];
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
+            _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = v + (size_t)j * kvdim + c0;
+            UNROLL for (int g = 0; g < ng; g++) {
+                float m = ms[g * WIDE_BLOCK + j];
+                if (m != 1.0f)
+                    UNROLL for (int c = 0; c < cw; c++) a[g][c] =
+                        F16_ROUND512(_mm512_mul_ps(a[g][c], _mm512_set1_ps(m)));
+            }
+            UNROLL for (int c = 0; c < cw; c++) {
+                __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));
+                UNROLL for (int g = 0; g < ng; g++) a[g][c] =
+                    F16_ROUND512(_mm512_fmadd_ps(x, _mm512_set1_ps(vs[g * WIDE_BLOCK + j]), a[g][c]));
+            }
+        }
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++)
+            _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
+    }
+}
+
+/* Columns: 8 vectors over the pass where head_dim allows, else fewer. */
+static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng,
+                            int hd, int n) {
+    if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
+    else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
+    else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
+    else if (hd % 128 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 8, hd, n);
+    else if (hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 4, hd, n);
+    else f16_values(v, kvdim, vs, ms, acc, 1, 2, hd, n);
+}
+
+/* One head's factors for keys j < n of a block from its scores s, as attend_f16 computes them
+ * (running maximum *M, sum *S): vs replaces the score in s, ms goes to m. Plain C: the same expf
+ * as the portable code, and no fused S * ms + vs. */
+static void f16_factors(float *s, float *m, int n, float *M, float *S) {
+    for (int j = 0; j < n; j++) {
+        float sc = s[j], ms = 1, vs = 1;
+        if (sc > *M) {
+            ms = expf(*M - sc);
+            *M = sc;
+        } else {
+            vs = expf(sc - *M);
+        }
+        float Sm = *S * ms;
+        *S = Sm + vs;
+        s[j] = vs, m[j] = ms;
+    }
+}
+
+/* Query heads h..h+ng (ng <= WIDE_UNIT), of one KV head or several, block after block of keys, each
+ * KV head's heads in turn, so that a block's rows of the KV heads together are read close in time
+ * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time).
+ * `block` turns a block's scores of a KV head's heads g0..g1 into their values. */
+typedef void (*wide_block)(const wide_rows *r, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
+                           int hd, int n);
+static void wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
+                        float *s, float *ms, wide_block block) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    wide_rows r = {c->type_k, c->type_v, c->k, c->v, 0, (size_t)kvdim};
+    float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT];
+    memset(acc, 0, (size_t)ng * hd * sizeof *acc);
+    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
+    for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
+        int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
+        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
+            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
+            r.at = ((size_t)il * c->n_ctx + (size_t)j0) * kvdim + (size_t)((h + g0) / group) * hd;
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = pass_heads(g0 + seg - g);
+                wide_scores_pass(&r, g == g0, q + (size_t)g * hd, p, hd, n, n_keys - j0, scale, s + g * WIDE_BLOCK);
+            }
+            block(&r, s, ms, acc, M, S, g0, g0 + seg, hd, n);
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        __m512 inv = _mm512_set1_ps(1.0f / S[g]);
+        for (int i = 0; i < hd; i += 16)
+            _mm512_storeu_ps(o + (size_t)g * hd + i, _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + i), inv));
+    }
+}
+
+static void f16_block(const wide_rows *r, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1, int hd,
+                      int n) {
+    const uint16_t *v = (const uint16_t *)r->v + r->at;
+    for (int g = g0; g < g1; g++) f16_factors(s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, n, &M[g], &S[g]);
+    for (int g = g0, p; g < g1; g += p) {
+        p = pass_heads(g1 - g);
+        f16_values_pass(v, r->kvdim, s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, acc + (size_t)g * hd, p, hd, n);
+    }
+}
+
+/* ggml's f16 arithmetic, as attend_f16_avx2 computes it: the query rounded to f16. */
+static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                              float *scratch) {
+    float *qq = scratch, *acc = qq + (size_t)ng * c->head_dim, *s = acc + (size_t)ng * c->head_dim,
+          *ms = s + WIDE_UNIT * WIDE_BLOCK;
+    for (int i = 0; i < ng * c->head_dim; i += 16) /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
+        _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
+    wide_decode(c, il, h, qq, ng, n_keys, o, acc, s, ms, f16_block);
+}
+
+/* acc[g] = acc[g] * alpha[g] + Σ_j p[g][j] v_j for the ng heads of a pass, cw vectors of columns at
+ * a time, over values j < n of a block of type T. */
+INLINE void f32_values(int T, const wide_rows *r, const float *p, const float *alpha, float *acc, int ng, int cw,
+                       int hd, int n) {
+    for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
+        __m512 a[4][8];
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
+            _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c), _mm512_set1_ps(alpha[g]));
+        for (int j = 0; j < n; j++) {
+            size_t e = r->at + (size_t)j * r->kvdim + (size_t)c0;
+            UNROLL for (int c = 0; c < cw; c++) {
+                __m512 x = vec16(T, r->v, e + 16 * (size_t)c);
+                UNROLL for (int g = 0; g < ng; g++) a[g][c] =
+                    _mm512_fmadd_ps(x, _mm512_set1_ps(p[g * WIDE_BLOCK + j]), a[g][c]);
+            }
+        }
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++)
+            _mm512_storeu_ps(acc + (size_t)g * hd + c0 + 16 * c, a[g][c]);
+    }
+}
+
+#define F32_VALUES(T)                                                             \
+    (ng == 4                       ? f32_values(T, r, p, alpha, acc, 4, 2, hd, n) \
+         : ng == 2 && hd % 64 == 0 ? f32_values(T, r, p, alpha, acc, 2, 4, hd, n) \
+         : ng == 2                 ? f32_values(T, r, p, alpha, acc, 2, 2, hd, n) \
+         : hd % 128 == 0           ? f32_values(T, r, p, alpha, acc, 1, 8, hd, n) \
+         : hd % 64 == 0            ? f32_values(T, r, p, alpha, acc, 1, 4, hd, n) \
+                                   : f32_values(T, r, p, alpha, acc, 1, 2, hd, n))
+static void f32_values_pass(const wide_rows *r, const float *p, const float *alpha, float *acc, int ng, int hd, int n) {
+    BY_CACHE_TYPE(r->tv, F32_VALUES)
+}
+#undef F32_VALUES
+#undef BY_CACHE_TYPE
+
+/* Online softmax a block at a time: the block's maximum raises each head's running one M, the
+ * scores become their exponentials (0 past n), the sum S and the accumulator are rescaled by alpha. */
+static void f32_block(const wide_rows *r, float *s, float *alpha, float *acc, float *M, float *S, int g0, int g1,
+                      int hd, int n) {
+    for (int g = g0; g < g1; g++) {
+        float *sg = s + g * WIDE_BLOCK, mx = M[g];
+        for (int j = 0; j < n; j++) mx = sg[j] > mx ? sg[j] : mx;
+        __m512 sum = _mm512_setzero_ps();
+        for (int j = 0; j < n; j += 16) { /* scores stop at a multiple of 16 */
+            __mmask16 live = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+            __m512 e =
+                _mm512_maskz_mov_ps(live, exp_nonpos(_mm512_sub_ps(_mm512_loadu_ps(sg + j), _mm512_set1_ps(mx))));
+            _mm512_storeu_ps(sg + j, e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        alpha[g] = M[g] == -INFINITY ? 0 : expf(M[g] - mx);
+        S[g] = S[g] * alpha[g] + _mm512_reduce_add_ps(sum), M[g] = mx;
+    }
+    for (int g = g0, p; g < g1; g += p) {
+        p = pass_heads(g1 - g);
+        f32_values_pass(r, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p, hd, n);
+    }
+}
+
+/* f32 arithmetic over any cache type: the f32 query, exponentials by exp_nonpos. */
+static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                              float *scratch) {
+    float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
+    wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, f32_block);
+}
+
+/* ---- causal prompt attention, flash style, with AVX-512 ----
+ * A tile is up to FA_ROWS query rows: consecutive positions times the query heads of one KV head,
+ * which share its keys and values. Up to FA_TILES tiles of one KV head go through that head's
+ * keys together, a block of FA_KEYS at a time: each block is read and converted to f32 once for
+ * all of them, not once per row, and each tile's softmax runs online (running maximum m and sum l
+ * per row, its outputs rescaled when m grows). Scores are kept transposed, s[key][row], so that a
+ * vector holds 16 rows: maxima, exponentials and sums need no horizontal reductions, and s[key][row]
+ * is the broadcast operand of the value products. f32 throughout, so within float rounding of
+ * attend_plain (another summation order, a polynomial exp). A tile's result does not depend on the
+ * others, so neither does it on how tiles are shared among threads. */
 
 /* s[j][r] = scale * q_r · k_j for keys j < n8 (a multiple of 8), rows in nv vectors of 16, with
  * -inf where key j0 + j lies past row r's position (when masked); mx[v] = max(mx[v], s[.][v]). */
@@ -423,6 +538,7 @@ static void fa_tiles(const kv_cache *c, int il, int kvh, const float *q, float *
 
 void kernels_attn_avx512_init(kernel_attn *a) {
     a->f16_wide = attend_f16_avx512;
+    a->f32_wide = attend_f32_avx512;
     a->fa_tiles = fa_tiles;
 }
 #endif
