@@ -232,6 +232,17 @@ static void test_slots_memory(void) {
     const char *at = strstr(err, "available; ");
     CHECK(at && sscanf(at, "available; %d tokens", &fit) == 1 && fit > 0 && fit < 512);
     sched_free(s);
+    /* the context named is the largest that fits: it is accepted, one token more a slot is not */
+    int total = c.n_ctx;
+    c.n_ctx = 4 * fit;
+    s = sched_new(m, &c, err, sizeof err);
+    CHECKF(s, "%d tokens a slot: %s", fit, err);
+    sched_free(s);
+    c.n_ctx = 4 * (fit + 1);
+    s = sched_new(m, &c, err, sizeof err);
+    CHECKF(!s, "%d tokens a slot fit although %d were named", fit + 1, fit);
+    sched_free(s);
+    c.n_ctx = total;
     setenv("TRIT_HOST_MEMORY", "3", 1);
     s = sched_new(m, &c, err, sizeof err);
     CHECKF(s, "%s", err);
