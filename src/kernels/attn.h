@@ -87,6 +87,29 @@ static inline float kv_value(int t, const void *base, size_t i) {
         return kv_h2f(d) * (float)(((b[2 + i % 16] >> (i % 32 >= 16 ? 4 : 0)) & 15) - 8);
     }
 }
+/* The byte of element i (a multiple of 32 for the block types) of a cache part of type t. */
+static inline const char *kv_byte(int t, const void *base, size_t i) {
+    size_t off = t == TYPE_F16 ? 2 * i : t == TYPE_F32 ? 4 * i : i / 32 * (t == TYPE_Q8_0 ? 34 : 18);
+    return (const char *)base + off;
+}
+/* How many of the n query heads from h share h's KV head; where that KV head's values of
+ * position j start in layer il (an element index). */
+static inline int kv_head_run(const kv_cache *c, int h, int n) {
+    int group = c->n_head / c->n_head_kv, run = group - h % group;
+    return run < n ? run : n;
+}
+static inline size_t kv_row(const kv_cache *c, int il, int j, int h) {
+    size_t kvdim = (size_t)c->n_head_kv * c->head_dim;
+    return ((size_t)il * c->n_ctx + (size_t)j) * kvdim + (size_t)(h / (c->n_head / c->n_head_kv)) * c->head_dim;
+}
+/* M(T) for the cache type t with T a constant, so that SIMD code gets each type's loads compiled in. */
+#define KV_BY_TYPE(t, M)                 \
+    switch (t) {                         \
+    case TYPE_F16: M(TYPE_F16); break;   \
+    case TYPE_F32: M(TYPE_F32); break;   \
+    case TYPE_Q8_0: M(TYPE_Q8_0); break; \
+    default: M(TYPE_Q4_0); break;        \
+    }
 /* Values at..at+n-1 as f32 (kv_value's). */
 void kv_read(int t, const void *base, size_t at, int n, float *dst);
 /* In-place softmax over n values (f32 exponentials, summed in double). */

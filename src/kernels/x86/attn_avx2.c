@@ -136,6 +136,121 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
     }
 }
 
+/* ---- decode in f32 over any cache type: the query heads of one KV head or several ----
+ * The AVX-512 wide decode's schedule in 8 lanes: a block of keys is scored for up to 4 heads a
+ * pass (each key row read once a pass), the softmax runs online block by block, and the values
+ * are summed for up to 4 heads a pass, 4 vectors of columns at a time in registers. head_dim is a
+ * multiple of 32. */
+#define INLINE static inline __attribute__((always_inline))
+
+/* s[g][j] = scale * q_g · k_j for keys j < n of a block (rows kvdim apart from element at) and the
+ * ng heads of a pass (s rows WIDE_BLOCK apart); key rows are asked for F16_AHEAD keys ahead, up to
+ * avail. */
+INLINE void wide_scores(int t, const void *k, size_t at, size_t kvdim, const float *q, int ng, int hd, int n, int avail,
+                        float scale, float *s) {
+    for (int j = 0; j < n; j++) {
+        size_t e = at + (size_t)j * kvdim;
+        if (j + F16_AHEAD < avail)
+            for (const char *p = kv_byte(t, k, e + F16_AHEAD * kvdim), *end = kv_byte(t, k, e + F16_AHEAD * kvdim + hd);
+                 p < end; p += 64)
+                _mm_prefetch(p, _MM_HINT_T0);
+        __m256 a[4];
+        UNROLL for (int g = 0; g < ng; g++) a[g] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 8) {
+            __m256 x = load8(t, k, e + (size_t)d);
+            UNROLL for (int g = 0; g < ng; g++) a[g] =
+                _mm256_fmadd_ps(x, _mm256_loadu_ps(q + (size_t)g * hd + d), a[g]);
+        }
+        UNROLL for (int g = 0; g < ng; g++) {
+            __m128 r = _mm_add_ps(_mm256_castps256_ps128(a[g]), _mm256_extractf128_ps(a[g], 1));
+            r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+            r = _mm_add_ss(r, _mm_movehdup_ps(r));
+            s[g * WIDE_BLOCK + j] = _mm_cvtss_f32(r) * scale;
+        }
+    }
+}
+
+/* acc[g] = acc[g] * alpha[g] + Σ_j p[g][j] v_j over values j < n of a block, the ng heads of a pass. */
+INLINE void wide_values(int t, const void *v, size_t at, size_t kvdim, const float *p, const float *alpha, float *acc,
+                        int ng, int hd, int n) {
+    for (int c0 = 0; c0 < hd; c0 += 32) {
+        __m256 a[4][4];
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < 4; c++) a[g][c] =
+            _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)g * hd + c0 + 8 * c), _mm256_set1_ps(alpha[g]));
+        for (int j = 0; j < n; j++) {
+            size_t e = at + (size_t)j * kvdim + (size_t)c0;
+            UNROLL for (int c = 0; c < 4; c++) {
+                __m256 x = load8(t, v, e + 8 * (size_t)c);
+                UNROLL for (int g = 0; g < ng; g++) a[g][c] =
+                    _mm256_fmadd_ps(x, _mm256_set1_ps(p[g * WIDE_BLOCK + j]), a[g][c]);
+            }
+        }
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < 4; c++)
+            _mm256_storeu_ps(acc + (size_t)g * hd + c0 + 8 * c, a[g][c]);
+    }
+}
+
+/* The passes of 4, 2 or 1 heads and each cache type spelled out, so that each one's arrays live in
+ * registers and its loads are the type's. */
+#define BY_HEADS(F, ...) (ng == 4 ? F(__VA_ARGS__, 4) : ng == 2 ? F(__VA_ARGS__, 2) : F(__VA_ARGS__, 1))
+#define SCORES(T, G) wide_scores(T, k, at, kvdim, q, G, hd, n, avail, scale, s)
+#define SCORES_T(T) BY_HEADS(SCORES, T)
+#define VALUES(T, G) wide_values(T, v, at, kvdim, p, alpha, acc, G, hd, n)
+#define VALUES_T(T) BY_HEADS(VALUES, T)
+static void scores_pass(int t, const void *k, size_t at, size_t kvdim, const float *q, int ng, int hd, int n, int avail,
+                        float scale, float *s) {
+    KV_BY_TYPE(t, SCORES_T)
+}
+static void values_pass(int t, const void *v, size_t at, size_t kvdim, const float *p, const float *alpha, float *acc,
+                        int ng, int hd, int n) {
+    KV_BY_TYPE(t, VALUES_T)
+}
+#undef BY_HEADS
+#undef SCORES
+#undef SCORES_T
+#undef VALUES
+#undef VALUES_T
+
+static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+
+/* Query heads h..h+ng (ng <= WIDE_UNIT), block after block of keys, each KV head's heads in turn. */
+static void attend_f32_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
+                            float *scratch) {
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd;
+    float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT], alpha[WIDE_UNIT];
+    float *acc = scratch, *s = acc + (size_t)ng * hd;
+    memset(acc, 0, (size_t)ng * hd * sizeof *acc);
+    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
+    for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
+        int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
+        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
+            seg = kv_head_run(c, h + g0, ng - g0);
+            size_t at = kv_row(c, il, j0, h + g0);
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = pass_heads(g0 + seg - g);
+                scores_pass(c->type_k, c->k, at, (size_t)kvdim, q + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
+                            s + g * WIDE_BLOCK);
+            }
+            for (int g = g0; g < g0 + seg; g++) { /* online softmax: the block raises the running maximum */
+                float *sg = s + g * WIDE_BLOCK, mx = M[g], sum = 0;
+                for (int j = 0; j < n; j++) mx = sg[j] > mx ? sg[j] : mx;
+                for (int j = 0; j < n; j++) sum += sg[j] = expf(sg[j] - mx);
+                alpha[g] = M[g] == -INFINITY ? 0 : expf(M[g] - mx);
+                S[g] = S[g] * alpha[g] + sum, M[g] = mx;
+            }
+            for (int g = g0, p; g < g0 + seg; g += p) {
+                p = pass_heads(g0 + seg - g);
+                values_pass(c->type_v, c->v, at, (size_t)kvdim, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p,
+                            hd, n);
+            }
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        float inv = 1.0f / S[g];
+        for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = acc[(size_t)g * hd + i] * inv;
+    }
+}
+
 /* f32_to_f16 eight at a time: the same rounding, bit for bit (the cache is written a row a token). */
 static void to_f16_f16c(const float *x, uint16_t *y, size_t n) {
     size_t i = 0;
@@ -148,6 +263,7 @@ void kernels_attn_avx2_init(kernel_attn *a) {
     a->plain = attend_plain_avx2;
     a->f16 = attend_f16_avx2;
     a->f16_heads = F16_HEADS;
+    a->f32_wide = attend_f32_avx2;
     a->to_f16 = to_f16_f16c;
 }
 #endif

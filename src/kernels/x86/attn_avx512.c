@@ -53,22 +53,16 @@ INLINE __m512 q16(int t, const uint8_t *b, int o) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
 }
 
-/* The byte of element e (a multiple of 32 for the block types) in a cache part of type t. */
-INLINE const char *cache_at(int t, const void *base, size_t e) {
-    size_t off = t == TYPE_F16 ? 2 * e : t == TYPE_F32 ? 4 * e : e / 32 * (t == TYPE_Q8_0 ? 34 : 18);
-    return (const char *)base + off;
-}
-
 /* Sixteen values of a cache part of type t from element e (a multiple of 16) as f32. */
 INLINE __m512 vec16(int t, const void *base, size_t e) {
-    if (t == TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)cache_at(t, base, e)));
+    if (t == TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)kv_byte(t, base, e)));
     if (t == TYPE_F32) return _mm512_loadu_ps((const float *)base + e);
-    return q16(t, (const uint8_t *)cache_at(t, base, e & ~(size_t)31), (int)(e % 32));
+    return q16(t, (const uint8_t *)kv_byte(t, base, e & ~(size_t)31), (int)(e % 32));
 }
 
 /* Asks for hd values from element e (a multiple of 32) of a cache part of type t. */
 INLINE void prefetch_row(int t, const void *base, size_t e, int hd) {
-    for (const char *p = cache_at(t, base, e), *end = cache_at(t, base, e + (size_t)hd); p < end; p += 64)
+    for (const char *p = kv_byte(t, base, e), *end = kv_byte(t, base, e + (size_t)hd); p < end; p += 64)
         _mm_prefetch(p, _MM_HINT_T0);
 }
 
@@ -169,22 +163,13 @@ INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, 
  * key types spelled out, so that each one's arrays live in registers and its loads are the type's. */
 static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
 
-/* M(T) for the cache type t, T a constant: each type's loads compiled in. */
-#define BY_CACHE_TYPE(t, M)              \
-    switch (t) {                         \
-    case TYPE_F16: M(TYPE_F16); break;   \
-    case TYPE_F32: M(TYPE_F32); break;   \
-    case TYPE_Q8_0: M(TYPE_Q8_0); break; \
-    default: M(TYPE_Q4_0); break;        \
-    }
-
 #define WIDE_SCORES(T)                                                       \
     (ng == 4       ? wide_scores(T, r, values, q, 4, hd, n, avail, scale, s) \
          : ng == 2 ? wide_scores(T, r, values, q, 2, hd, n, avail, scale, s) \
                    : wide_scores(T, r, values, q, 1, hd, n, avail, scale, s))
 static void wide_scores_pass(const wide_rows *r, int values, const float *q, int ng, int hd, int n, int avail,
                              float scale, float *s) {
-    BY_CACHE_TYPE(r->tk, WIDE_SCORES)
+    KV_BY_TYPE(r->tk, WIDE_SCORES)
 }
 #undef WIDE_SCORES
 
@@ -253,7 +238,7 @@ typedef void (*wide_block)(const wide_rows *r, float *s, float *ms, float *acc, 
                            int hd, int n);
 static void wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
                         float *s, float *ms, wide_block block) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
+    int hd = c->head_dim, kvdim = c->n_head_kv * hd;
     wide_rows r = {c->type_k, c->type_v, c->k, c->v, 0, (size_t)kvdim};
     float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT];
     memset(acc, 0, (size_t)ng * hd * sizeof *acc);
@@ -261,8 +246,8 @@ static void wide_decode(const kv_cache *c, int il, int h, const float *q, int ng
     for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
         int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
         for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
-            seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
-            r.at = ((size_t)il * c->n_ctx + (size_t)j0) * kvdim + (size_t)((h + g0) / group) * hd;
+            seg = kv_head_run(c, h + g0, ng - g0);
+            r.at = kv_row(c, il, j0, h + g0);
             for (int g = g0, p; g < g0 + seg; g += p) {
                 p = pass_heads(g0 + seg - g);
                 wide_scores_pass(&r, g == g0, q + (size_t)g * hd, p, hd, n, n_keys - j0, scale, s + g * WIDE_BLOCK);
@@ -326,10 +311,9 @@ INLINE void f32_values(int T, const wide_rows *r, const float *p, const float *a
          : hd % 64 == 0            ? f32_values(T, r, p, alpha, acc, 1, 4, hd, n) \
                                    : f32_values(T, r, p, alpha, acc, 1, 2, hd, n))
 static void f32_values_pass(const wide_rows *r, const float *p, const float *alpha, float *acc, int ng, int hd, int n) {
-    BY_CACHE_TYPE(r->tv, F32_VALUES)
+    KV_BY_TYPE(r->tv, F32_VALUES)
 }
 #undef F32_VALUES
-#undef BY_CACHE_TYPE
 
 /* Online softmax a block at a time: the block's maximum raises each head's running one M, the
  * scores become their exponentials (0 past n), the sum S and the accumulator are rescaled by alpha. */
