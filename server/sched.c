@@ -699,7 +699,6 @@ static void drain(sched *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Host bytes of n slots' states of sp (each slot is a session). */
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     sched *s = calloc(1, sizeof *s);
     if (!s) return snprintf(err, errlen, "out of memory"), NULL;

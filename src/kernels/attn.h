@@ -92,16 +92,26 @@ static inline const char *kv_byte(int t, const void *base, size_t i) {
     size_t off = t == TYPE_F16 ? 2 * i : t == TYPE_F32 ? 4 * i : i / 32 * (t == TYPE_Q8_0 ? 34 : 18);
     return (const char *)base + off;
 }
-/* How many of the n query heads from h share h's KV head; where that KV head's values of
- * position j start in layer il (an element index). */
-static inline int kv_head_run(const kv_cache *c, int h, int n) {
-    int group = c->n_head / c->n_head_kv, run = group - h % group;
-    return run < n ? run : n;
-}
-static inline size_t kv_row(const kv_cache *c, int il, int j, int h) {
-    size_t kvdim = (size_t)c->n_head_kv * c->head_dim;
-    return ((size_t)il * c->n_ctx + (size_t)j) * kvdim + (size_t)(h / (c->n_head / c->n_head_kv)) * c->head_dim;
-}
+/* The wide decode's shape, which a set's f16_wide and f32_wide fill with their steps: query heads
+ * h..h+ng (ng <= WIDE_UNIT) of one KV head or several, block after block of WIDE_BLOCK keys, each
+ * KV head's heads in turn, so that a block's rows of the KV heads together are read close in time
+ * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time);
+ * then o = acc / S. `at` is the element where the block's first row of the KV head starts.
+ * - scores: s[g][j] (rows WIDE_BLOCK apart) = scale * q_g · k_j for the block's keys j < n and
+ *   ng <= 4 heads (kv_pass_heads); rows are fetched ahead up to avail keys of the cache, and the
+ *   block's value rows too if `values`.
+ * - block: the scores of heads g0..g1 (one KV head's) into their accumulators acc (rows head_dim
+ *   apart), running maxima M and sums S; ms: WIDE_UNIT * WIDE_BLOCK floats for its factors. */
+typedef struct {
+    void (*scores)(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail, float scale,
+                   float *s);
+    void (*block)(const kv_cache *c, size_t at, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
+                  int n);
+} kv_wide_steps;
+void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
+                    float *s, float *ms, const kv_wide_steps *w);
+/* The heads of a pass of the wide decode's steps: 4, 2 or 1, the most of these within rest. */
+static inline int kv_pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
 /* M(T) for the cache type t with T a constant, so that SIMD code gets each type's loads compiled in. */
 #define KV_BY_TYPE(t, M)                 \
     switch (t) {                         \

@@ -197,9 +197,12 @@ INLINE void wide_values(int t, const void *v, size_t at, size_t kvdim, const flo
 #define SCORES_T(T) BY_HEADS(SCORES, T)
 #define VALUES(T, G) wide_values(T, v, at, kvdim, p, alpha, acc, G, hd, n)
 #define VALUES_T(T) BY_HEADS(VALUES, T)
-static void scores_pass(int t, const void *k, size_t at, size_t kvdim, const float *q, int ng, int hd, int n, int avail,
-                        float scale, float *s) {
-    KV_BY_TYPE(t, SCORES_T)
+static void scores_pass(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail, float scale,
+                        float *s) {
+    const void *k = c->k;
+    int hd = c->head_dim;
+    size_t kvdim = (size_t)c->n_head_kv * hd;
+    KV_BY_TYPE(c->type_k, SCORES_T)
 }
 static void values_pass(int t, const void *v, size_t at, size_t kvdim, const float *p, const float *alpha, float *acc,
                         int ng, int hd, int n) {
@@ -211,44 +214,30 @@ static void values_pass(int t, const void *v, size_t at, size_t kvdim, const flo
 #undef VALUES
 #undef VALUES_T
 
-static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+/* Online softmax a block at a time: the block's maximum raises each head's running one M, the
+ * scores become their exponentials, the sum S and the accumulator are rescaled by alpha. */
+static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, float *acc, float *M, float *S, int g0,
+                      int g1, int n) {
+    int hd = c->head_dim;
+    for (int g = g0; g < g1; g++) {
+        float *sg = s + g * WIDE_BLOCK, mx = M[g], sum = 0;
+        for (int j = 0; j < n; j++) mx = sg[j] > mx ? sg[j] : mx;
+        for (int j = 0; j < n; j++) sum += sg[j] = expf(sg[j] - mx);
+        alpha[g] = M[g] == -INFINITY ? 0 : expf(M[g] - mx);
+        S[g] = S[g] * alpha[g] + sum, M[g] = mx;
+    }
+    for (int g = g0, p; g < g1; g += p) {
+        p = kv_pass_heads(g1 - g);
+        values_pass(c->type_v, c->v, at, (size_t)c->n_head_kv * hd, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd,
+                    p, hd, n);
+    }
+}
 
-/* Query heads h..h+ng (ng <= WIDE_UNIT), block after block of keys, each KV head's heads in turn. */
 static void attend_f32_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                             float *scratch) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd;
-    float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT], alpha[WIDE_UNIT];
-    float *acc = scratch, *s = acc + (size_t)ng * hd;
-    memset(acc, 0, (size_t)ng * hd * sizeof *acc);
-    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
-        int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
-        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
-            seg = kv_head_run(c, h + g0, ng - g0);
-            size_t at = kv_row(c, il, j0, h + g0);
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                scores_pass(c->type_k, c->k, at, (size_t)kvdim, q + (size_t)g * hd, p, hd, n, n_keys - j0, scale,
-                            s + g * WIDE_BLOCK);
-            }
-            for (int g = g0; g < g0 + seg; g++) { /* online softmax: the block raises the running maximum */
-                float *sg = s + g * WIDE_BLOCK, mx = M[g], sum = 0;
-                for (int j = 0; j < n; j++) mx = sg[j] > mx ? sg[j] : mx;
-                for (int j = 0; j < n; j++) sum += sg[j] = expf(sg[j] - mx);
-                alpha[g] = M[g] == -INFINITY ? 0 : expf(M[g] - mx);
-                S[g] = S[g] * alpha[g] + sum, M[g] = mx;
-            }
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                values_pass(c->type_v, c->v, at, (size_t)kvdim, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p,
-                            hd, n);
-            }
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        float inv = 1.0f / S[g];
-        for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = acc[(size_t)g * hd + i] * inv;
-    }
+    static const kv_wide_steps steps = {scores_pass, f32_block};
+    float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
+    kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }
 
 /* f32_to_f16 eight at a time: the same rounding, bit for bit (the cache is written a row a token). */

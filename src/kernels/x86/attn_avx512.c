@@ -127,6 +127,10 @@ typedef struct {
     size_t at, kvdim;
 } wide_rows;
 
+static wide_rows rows_at(const kv_cache *c, size_t at) {
+    return (wide_rows){c->type_k, c->type_v, c->k, c->v, at, (size_t)c->n_head_kv * c->head_dim};
+}
+
 /* s[g][j] = (q_g · k_j, summed as dot_f16_avx2 does) * scale for keys j < n of a block and the ng
  * heads of a pass (s rows WIDE_BLOCK apart): two 16-lane accumulators hold its four 8-lane ones.
  * Sixteen keys at a time (past n, the last one again); slot i takes key 4 (i % 4) + i / 4, so
@@ -159,16 +163,17 @@ INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, 
     }
 }
 
-/* A pass of ng = 4, 2 or 1 heads (pass_heads: the most of these within rest heads), the shapes and
- * key types spelled out, so that each one's arrays live in registers and its loads are the type's. */
-static int pass_heads(int rest) { return rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
+/* A pass of ng = 4, 2 or 1 heads (kv_pass_heads), the shapes and key types spelled out, so that
+ * each one's arrays live in registers and its loads are the type's. */
 
 #define WIDE_SCORES(T)                                                       \
     (ng == 4       ? wide_scores(T, r, values, q, 4, hd, n, avail, scale, s) \
          : ng == 2 ? wide_scores(T, r, values, q, 2, hd, n, avail, scale, s) \
                    : wide_scores(T, r, values, q, 1, hd, n, avail, scale, s))
-static void wide_scores_pass(const wide_rows *r, int values, const float *q, int ng, int hd, int n, int avail,
+static void wide_scores_pass(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail,
                              float scale, float *s) {
+    const wide_rows rows = rows_at(c, at), *r = &rows;
+    int hd = c->head_dim;
     KV_BY_TYPE(r->tk, WIDE_SCORES)
 }
 #undef WIDE_SCORES
@@ -230,44 +235,14 @@ static void f16_factors(float *s, float *m, int n, float *M, float *S) {
     }
 }
 
-/* Query heads h..h+ng (ng <= WIDE_UNIT), of one KV head or several, block after block of keys, each
- * KV head's heads in turn, so that a block's rows of the KV heads together are read close in time
- * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time).
- * `block` turns a block's scores of a KV head's heads g0..g1 into their values. */
-typedef void (*wide_block)(const wide_rows *r, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
-                           int hd, int n);
-static void wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
-                        float *s, float *ms, wide_block block) {
-    int hd = c->head_dim, kvdim = c->n_head_kv * hd;
-    wide_rows r = {c->type_k, c->type_v, c->k, c->v, 0, (size_t)kvdim};
-    float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT];
-    memset(acc, 0, (size_t)ng * hd * sizeof *acc);
-    for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
-        int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
-        for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
-            seg = kv_head_run(c, h + g0, ng - g0);
-            r.at = kv_row(c, il, j0, h + g0);
-            for (int g = g0, p; g < g0 + seg; g += p) {
-                p = pass_heads(g0 + seg - g);
-                wide_scores_pass(&r, g == g0, q + (size_t)g * hd, p, hd, n, n_keys - j0, scale, s + g * WIDE_BLOCK);
-            }
-            block(&r, s, ms, acc, M, S, g0, g0 + seg, hd, n);
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        __m512 inv = _mm512_set1_ps(1.0f / S[g]);
-        for (int i = 0; i < hd; i += 16)
-            _mm512_storeu_ps(o + (size_t)g * hd + i, _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + i), inv));
-    }
-}
-
-static void f16_block(const wide_rows *r, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1, int hd,
+static void f16_block(const kv_cache *c, size_t at, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
                       int n) {
+    const wide_rows rows = rows_at(c, at), *r = &rows;
     const uint16_t *v = (const uint16_t *)r->v + r->at;
+    int hd = c->head_dim;
     for (int g = g0; g < g1; g++) f16_factors(s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, n, &M[g], &S[g]);
     for (int g = g0, p; g < g1; g += p) {
-        p = pass_heads(g1 - g);
+        p = kv_pass_heads(g1 - g);
         f16_values_pass(v, r->kvdim, s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -279,7 +254,8 @@ static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, 
           *ms = s + WIDE_UNIT * WIDE_BLOCK;
     for (int i = 0; i < ng * c->head_dim; i += 16) /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
         _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
-    wide_decode(c, il, h, qq, ng, n_keys, o, acc, s, ms, f16_block);
+    static const kv_wide_steps steps = {wide_scores_pass, f16_block};
+    kv_wide_decode(c, il, h, qq, ng, n_keys, o, acc, s, ms, &steps);
 }
 
 /* acc[g] = acc[g] * alpha[g] + Σ_j p[g][j] v_j for the ng heads of a pass, cw vectors of columns at
@@ -317,8 +293,10 @@ static void f32_values_pass(const wide_rows *r, const float *p, const float *alp
 
 /* Online softmax a block at a time: the block's maximum raises each head's running one M, the
  * scores become their exponentials (0 past n), the sum S and the accumulator are rescaled by alpha. */
-static void f32_block(const wide_rows *r, float *s, float *alpha, float *acc, float *M, float *S, int g0, int g1,
-                      int hd, int n) {
+static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, float *acc, float *M, float *S, int g0,
+                      int g1, int n) {
+    const wide_rows rows = rows_at(c, at), *r = &rows;
+    int hd = c->head_dim;
     for (int g = g0; g < g1; g++) {
         float *sg = s + g * WIDE_BLOCK, mx = M[g];
         for (int j = 0; j < n; j++) mx = sg[j] > mx ? sg[j] : mx;
@@ -334,7 +312,7 @@ static void f32_block(const wide_rows *r, float *s, float *alpha, float *acc, fl
         S[g] = S[g] * alpha[g] + _mm512_reduce_add_ps(sum), M[g] = mx;
     }
     for (int g = g0, p; g < g1; g += p) {
-        p = pass_heads(g1 - g);
+        p = kv_pass_heads(g1 - g);
         f32_values_pass(r, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -343,7 +321,8 @@ static void f32_block(const wide_rows *r, float *s, float *alpha, float *acc, fl
 static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                               float *scratch) {
     float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
-    wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, f32_block);
+    static const kv_wide_steps steps = {wide_scores_pass, f32_block};
+    kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }
 
 /* ---- causal prompt attention, flash style, with AVX-512 ----
