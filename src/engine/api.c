@@ -263,28 +263,28 @@ trit_session_params trit_session_default_params(void) {
     return p;
 }
 
-/* p's cache types and context (0: the training context), the defaults for missing or bad ones. */
-static const trit_session_params *plan_params(const trit_model *m, const trit_session_params *p, int *tk, int *tv,
-                                              int *n_ctx) {
-    static const trit_session_params def = {.type_k = TRIT_KV_F16, .type_v = TRIT_KV_F16};
+/* p's context (0: the training context), threads and cache types; the defaults where p is missing
+ * or names a type there is none of. */
+static void plan_params(const trit_model *m, const trit_session_params *p, int *n_ctx, int *n_threads, int *tk,
+                        int *tv) {
+    trit_session_params def = trit_session_default_params();
     if (!p || !trit_kv_type_name(p->type_k) || !trit_kv_type_name(p->type_v)) p = &def;
-    *tk = kv_types[p->type_k].type, *tv = kv_types[p->type_v].type;
     *n_ctx = p->n_ctx > 0 ? p->n_ctx : m->m->hp.n_ctx_train;
-    return p;
+    *n_threads = p->n_threads, *tk = kv_types[p->type_k].type, *tv = kv_types[p->type_v].type;
 }
 
 int trit_memory_max_ctx(const trit_model *m, const trit_session_params *p, uint64_t have) {
-    int tk, tv, n_ctx;
-    p = plan_params(m, p, &tk, &tv, &n_ctx);
-    return session_max_ctx(&m->b, n_ctx, p->n_threads, tk, tv, have);
+    int n_ctx, n_threads, tk, tv;
+    plan_params(m, p, &n_ctx, &n_threads, &tk, &tv);
+    return session_max_ctx(&m->b, n_ctx, n_threads, tk, tv, have);
 }
 
 void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, trit_memory_plan *out) {
-    int tk, tv, n_ctx;
-    p = plan_params(m, p, &tk, &tv, &n_ctx);
+    int n_ctx, n_threads, tk, tv;
+    plan_params(m, p, &n_ctx, &n_threads, &tk, &tv);
     const trit_model_info info = trit_model_get_info(m);
     backend_mem bm;
-    session_plan(&m->b, n_ctx, p->n_threads, tk, tv, &bm);
+    session_plan(&m->b, n_ctx, n_threads, tk, tv, &bm);
     *out = (trit_memory_plan){.weights = info.n_bytes,
                               .weights_mapped = m->m->file->map.mapped,
                               .packed = bm.packed,
@@ -298,7 +298,7 @@ void trit_memory_plan_get(const trit_model *m, const trit_session_params *p, tri
                               .gpu_work = bm.dev_work,
                               .available = host_memory_available(),
                               .n_ctx = n_ctx};
-    out->max_ctx = out->available ? session_max_ctx(&m->b, n_ctx, p->n_threads, tk, tv, out->available) : n_ctx;
+    out->max_ctx = out->available ? session_max_ctx(&m->b, n_ctx, n_threads, tk, tv, out->available) : n_ctx;
 }
 
 /* Bytes in a short human unit: "640 B", "812 KiB", "3.25 MiB", "1.50 GiB". */
