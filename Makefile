@@ -57,7 +57,7 @@ SRV_OBJ  := $(SRV_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 $(CLI_OBJ) $(SRV_OBJ): INC := -Iinclude
 
-.PHONY: all test format-check asan fuzz fuzz-long e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve arm-test
+.PHONY: all test format-check asan fuzz fuzz-long e2e conformance clean help bench bench-vk bench-kernels bench-grammar bench-attn bench-serve bench-burst arm-test
 all: $(BUILD)/trit $(BUILD)/trit-tests
 
 # Each kernel variant file gets its own ISA flags and nothing else does, so one binary never runs
@@ -172,6 +172,8 @@ conformance: $(BUILD)/trit
 BENCH_MODEL ?= $(SHARED)/data/models/stories260K.gguf
 bench-serve: all
 	TRIT_BIN=$(BUILD)/trit node bench/serve_load.mjs $(BENCH_MODEL)
+bench-burst: all
+	BENCH_MODE=burst TRIT_BIN=$(BUILD)/trit node bench/serve_load.mjs $(BENCH_MODEL)
 
 # The fuzz targets link a library built by clang with the sanitizers and libFuzzer's coverage
 # (per-file ISA flags kept, so the kernel files build as in every other build).
@@ -285,6 +287,7 @@ help:
 	@echo "make e2e        the openai npm client against trit serve (installs it into build/node)"
 	@echo "make conformance  llama.cpp's server test-suite against trit serve (../shared/conformance)"
 	@echo "make bench-serve  load-test trit serve (BENCH_MODEL=...)"
+	@echo "make bench-burst  8 requests at once against trit serve, and BENCH_VS=llama-server beside it"
 	@echo "make bench-vk     the Vulkan device's read bandwidth and matrix-vector kernels (bench/gpu.sh runs it on a GPU)"
 	@echo "make arm-test   cross-build the kernels tests for aarch64 and run them under qemu"
 	@echo "make bench-kernels  GB/s of the matmul kernels per type and variant"

@@ -11,8 +11,17 @@
 // than at the pp512 rate (the ceiling), and one that ran prompts alone and decodes in 8-row
 // passes would take P/ppP + (N-1)/pp8. slots/pass is the mean number of requests each of the
 // scheduler's forward passes carried.
-// Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_REQUESTS per stream,
-// BENCH_TOKENS per request, BENCH_THREADS, BENCH_SERVE_ARGS). Exits non-zero if any request fails.
+// BENCH_MODE=burst instead measures a burst: after BENCH_REQUESTS requests of one stream alone,
+// 8 streams start at the same instant (a planner fanning out), each sending BENCH_REQUESTS
+// requests back to back, BENCH_BURSTS times (3); BENCH_WAVE=N starts them in waves of N instead,
+// a wave every BENCH_WAVE_MS (by default one lone request's time). It reports TTFT p50/p95/max
+// against the single stream's and the longest stall of any stream (the widest gap between two
+// streamed chunks once its first token came). With BENCH_VS set to another server binary
+// (llama-server, which takes the same flags) or the URL of a running server, the same burst
+// runs against it after trit's, and the ratios are printed side by side.
+// Usage: node bench/serve_load.mjs MODEL.gguf   (env: TRIT_BIN, BENCH_MODE, BENCH_VS, BENCH_BURSTS,
+// BENCH_WAVE, BENCH_WAVE_MS, BENCH_REQUESTS per stream, BENCH_TOKENS per request, BENCH_THREADS,
+// BENCH_SERVE_ARGS). Exits non-zero if any request fails.
 import { execFileSync, spawn } from 'node:child_process';
 import net from 'node:net';
 
@@ -22,6 +31,11 @@ const PER_STREAM = Number(process.env.BENCH_REQUESTS ?? 3);
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const THREADS = process.env.BENCH_THREADS ?? '0';
 const EXTRA = (process.env.BENCH_SERVE_ARGS ?? '').split(' ').filter(Boolean); // e.g. "-ctk f32 -ctv f32"
+const MODE = process.env.BENCH_MODE ?? 'ramp';
+const VS = process.env.BENCH_VS ?? '';
+const BURSTS = Number(process.env.BENCH_BURSTS ?? 3);
+const WAVE = Number(process.env.BENCH_WAVE ?? 8);
+const WAVE_MS = Number(process.env.BENCH_WAVE_MS ?? 0);
 const LEVELS = [1, 2, 4, 8];
 const PROMPT = 'Tell me a story about a cat. ';
 
@@ -29,22 +43,27 @@ const freePort = () => new Promise((ok) => {
   const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
 });
 
-async function start() {
+// Starts `trit serve`, or the server binary cmd (llama-server takes the same flags); a URL
+// names a server already running, which is used as it is.
+async function start(cmd) {
+  if (/^https?:\/\//.test(cmd)) return { proc: null, base: cmd.replace(/\/+$/, '') };
   const port = await freePort();
-  const args = ['serve', '-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024), '--metrics'];
+  const args = ['-m', MODEL, '--port', String(port), '-np', '8', '-c', String(8 * 1024), '--metrics'];
   if (THREADS !== '0') args.push('-t', THREADS);
   args.push(...EXTRA);
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const [exe, ...pre] = cmd ? [cmd] : [BIN, 'serve'];
+  const proc = spawn(exe, [...pre, ...args], { stdio: ['ignore', 'ignore', cmd ? 'ignore' : 'inherit'] });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 600; i++) {
     try { if ((await fetch(`${base}/health`)).status === 200) return { proc, base }; } catch { /* starting */ }
     await new Promise((r) => setTimeout(r, 100));
   }
   proc.kill();
-  throw new Error('trit serve did not start');
+  throw new Error(`${exe} did not start`);
 }
 
-// One streamed request: time to the first content token, and the generated token count.
+// One streamed request: time to the first content token, the generated token count, and the
+// widest gap between two chunks after the first token (a stall while other prompts are read).
 async function one(base, i) {
   const t0 = performance.now();
   const r = await fetch(`${base}/v1/chat/completions`, {
@@ -56,21 +75,25 @@ async function one(base, i) {
     }),
   });
   if (r.status !== 200) throw new Error(`status ${r.status}`);
-  let ttft = null, tokens = 0, prompt = 0, buf = '';
+  let ttft = null, tokens = 0, prompt = 0, buf = '', last = 0, stall = 0;
   const dec = new TextDecoder();
   for await (const part of r.body) {
     buf += dec.decode(part, { stream: true });
+    const now = performance.now();
+    if (ttft !== null) stall = Math.max(stall, now - last);
+    last = now;
     let k;
     while ((k = buf.indexOf('\n\n')) >= 0) {
       const ev = buf.slice(0, k); buf = buf.slice(k + 2);
       if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
       const j = JSON.parse(ev.slice(6));
       if (j.usage) tokens = j.usage.completion_tokens, prompt = j.usage.prompt_tokens;
-      else if (ttft === null && (j.choices[0]?.delta?.content || j.choices[0]?.finish_reason)) ttft = performance.now() - t0;
+      else if (ttft === null && (j.choices[0]?.delta?.content || j.choices[0]?.delta?.reasoning_content ||
+        j.choices[0]?.finish_reason)) ttft = performance.now() - t0;
     }
   }
   if (tokens !== TOKENS || ttft === null) throw new Error(`${tokens} of ${TOKENS} tokens`);
-  return { ttft, tokens, prompt, ms: performance.now() - t0 };
+  return { ttft, tokens, prompt, stall, ms: performance.now() - t0 };
 }
 
 // The engine's own rates (tokens/s): one sequence's decode, a prompt of p tokens, 8-token
@@ -93,12 +116,12 @@ async function passes(base) {
   return { n, slots: n * get('n_busy_slots_per_decode') };
 }
 
-// n streams, each starting ramp_ms * k / n after the first, share n * PER_STREAM requests.
-async function level(base, n, ramp_ms) {
+// n streams, stream k starting delay(k) ms after the first, share n * PER_STREAM requests.
+async function level(base, n, delay) {
   let next = 0, failures = 0;
   const total = n * PER_STREAM, results = [];
   const worker = async (k) => {
-    await new Promise((r) => setTimeout(r, (ramp_ms * k) / n));
+    await new Promise((r) => setTimeout(r, delay(k)));
     while (next < total) {
       const i = next++;
       try { results.push(await one(base, i)); } catch (e) { failures++; console.error(`request ${i}: ${e.message}`); }
@@ -111,10 +134,62 @@ async function level(base, n, ramp_ms) {
   const toks = results.reduce((a, r) => a + r.tokens, 0), ttfts = results.map((r) => r.ttft);
   const ms = results.reduce((a, r) => a + r.ms, 0) / results.length, prompt = results[0]?.prompt;
   const allps = (toks + results.reduce((a, r) => a + r.prompt, 0)) / secs; // prompt and generated
-  return { n, requests: total, failures, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), ms, prompt, per_pass, allps };
+  const stall = Math.max(0, ...results.map((r) => r.stall));
+  return { n, requests: total, failures, ttfts, tokps: toks / secs, p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), max: Math.max(...ttfts), ms, prompt, per_pass, allps, stall };
 }
 
-const srv = await start();
+// Bursts pooled into one row: TTFT percentiles over every request, the mean aggregate rate.
+function pool(rs) {
+  const ttfts = rs.flatMap((r) => r.ttfts), mean = (k) => rs.reduce((a, r) => a + r[k], 0) / rs.length;
+  return { ...rs[0], requests: ttfts.length, failures: rs.reduce((a, r) => a + r.failures, 0), tokps: mean('tokps'),
+    p50: pct(ttfts, 0.5), p95: pct(ttfts, 0.95), max: Math.max(...ttfts), per_pass: mean('per_pass'), stall: Math.max(...rs.map((r) => r.stall)) };
+}
+
+// The burst on one server: a stream alone, then 8 streams starting at once.
+async function burst(cmd) {
+  const srv = await start(cmd);
+  try {
+    await one(srv.base, 0); // warm-up
+    const alone = await level(srv.base, 1, () => 0), all = [];
+    const gap = WAVE_MS || alone.ms, wave = (k) => Math.floor(k / WAVE) * gap;
+    for (let b = 0; b < BURSTS; b++) all.push(await level(srv.base, 8, wave));
+    return { alone, all: pool(all) };
+  } finally {
+    if (srv.proc) {
+      srv.proc.kill('SIGTERM');
+      await new Promise((r) => srv.proc.once('exit', r));
+    }
+  }
+}
+
+async function burstMain() {
+  const runs = [['trit serve', await burst('')]];
+  if (VS) runs.push([/^https?:/.test(VS) ? VS : VS.split('/').pop(), await burst(VS)]);
+  const { alone } = runs[0][1];
+  console.log(`model ${MODEL}, ${alone.prompt} prompt and ${TOKENS} generated tokens a request, ` +
+    `${PER_STREAM} requests a stream; 8 streams start ${WAVE >= 8 ? 'at once' : `in waves of ${WAVE}`}, ${BURSTS} times`);
+  console.log('| server | streams | requests | failures | aggregate tok/s | TTFT p50 ms | TTFT p95 ms | TTFT max ms | p95 / alone p50 | longest stall ms | stall / alone p50 | slots/pass |');
+  console.log('|--------|--------:|---------:|---------:|----------------:|------------:|------------:|------------:|----------------:|-----------------:|------------------:|-----------:|');
+  let failed = 0;
+  for (const [name, r] of runs) for (const x of [r.alone, r.all]) {
+    failed += x.failures;
+    console.log(`| ${name} | ${x.n} | ${x.requests} | ${x.failures} | ${x.tokps.toFixed(1)} | ${x.p50.toFixed(0)} | ` +
+      `${x.p95.toFixed(0)} | ${x.max.toFixed(0)} | ${(x.p95 / r.alone.p50).toFixed(2)} | ${x.stall.toFixed(0)} | ` +
+      `${(x.stall / r.alone.p50).toFixed(2)} | ${x.per_pass.toFixed(2)} |`);
+  }
+  const t = runs[0][1].all;
+  console.log(`burst: p95 TTFT x${(t.p95 / alone.p50).toFixed(2)} of the single stream's (goal <= 8), ` +
+    `longest stall x${(t.stall / alone.p50).toFixed(2)} of its TTFT (goal <= 2 prompt passes)`);
+  if (runs.length > 1) {
+    const v = runs[1][1].all;
+    console.log(`trit / ${runs[1][0]}: aggregate x${(t.tokps / v.tokps).toFixed(2)} (goal >= 3), ` +
+      `p95 TTFT x${(t.p95 / v.p95).toFixed(2)} (goal <= 0.2)`);
+  }
+  return failed;
+}
+
+if (MODE === 'burst') process.exit((await burstMain()) ? 1 : 0);
+const srv = await start('');
 let failed = 0;
 try {
   const P = (await one(srv.base, 0)).prompt; // warm-up; the prompt length of every request
@@ -125,7 +200,7 @@ try {
     `ceiling x${ceiling.toFixed(2)} (every row at the pp512 rate), x${apart.toFixed(2)} with prompts alone and 8-row decodes`);
   const rows = [];
   for (const n of LEVELS) {
-    const r = await level(srv.base, n, rows.length ? rows[0].ms : 0);
+    const ramp = rows.length ? rows[0].ms : 0, r = await level(srv.base, n, (k) => (ramp * k) / n);
     if (!rows.length) {
       console.log(`model ${MODEL}, ${PER_STREAM} requests per stream of ${r.prompt} prompt and ${TOKENS} generated tokens`);
       console.log('| streams | requests | failures | aggregate tok/s | x 1 stream | TTFT p50 ms | TTFT p95 ms | slots/pass |');

@@ -21,14 +21,19 @@
 #include "server.h"
 
 /* Rows per step: -b (as llama-server's n_batch bounds a decode call), by default two of the
- * engine's 64-row passes, so a step wastes no part-filled pass. Every generating slot's next
- * token goes in first; prompt chunks fill the rest in arrival order (the oldest prompt finishes
- * first, which lowers the mean time to first token without delaying the last), and get at least
- * MIN_CHUNK rows however many slots are generating. A prompt that would not finish in the rows
- * left waits whole for the next step unless it is the step's first: its part would only lengthen
- * this step (the earlier prompt's first token, every slot's next) and not bring its own first
- * token any closer. */
+ * engine's 64-row passes while any slot is generating, so a running stream stalls at most one
+ * such step for the prompts read beside its next token; with none generating (a burst on an idle
+ * server) nobody waits on the step, and it takes up to BURST_ROWS, where a pass reads each
+ * weight once for more rows. Every generating slot's next token goes in first; prompt chunks
+ * fill the rest in arrival order (the oldest prompt finishes first, which lowers the mean time
+ * to first token without delaying the last), and get at least MIN_CHUNK rows however many slots
+ * are generating. A prompt that would not finish in the rows left waits whole for the next step
+ * unless it is the step's first: its part would only lengthen this step (the earlier prompts'
+ * first tokens, every slot's next) and not bring its own first token any closer. Measured on
+ * bursts of 8 prompts (docs/performance.md): splitting every prompt across steps, or 192- and
+ * 256-row steps while slots generate, raised both the p95 time to first token and the stall. */
 #define STEP_ROWS 128
+#define BURST_ROWS 512
 #define MIN_CHUNK 32
 
 typedef enum { SLOT_IDLE, SLOT_PROMPT, SLOT_GEN } slot_state;
@@ -69,6 +74,7 @@ struct sched {
     slot **who; /* the slot of each batch item */
     slot **wait; /* the slots reading prompts, oldest request first */
     int *is_last; /* whether the item's logits get sampled */
+    int *left, *chunk; /* sched_plan's input and output, one per waiting slot */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -423,14 +429,26 @@ static void sample_next(sched *s, slot *sl) {
 
 /* ---- one step ---- */
 
-/* Next prompt chunk: up to budget tokens, cut before the last one where a recurrent model takes
- * its checkpoint. */
-static int chunk_len(const sched *s, const slot *sl, int budget) {
-    int left = sl->t->n_prompt - sl->n_done;
-    int n = left < budget ? left : budget;
-    int ck = sl->t->n_prompt - 1;
+/* Rows of sl's prompt the next step may read: the rest of it, cut before the last token where a
+ * recurrent model takes its checkpoint. */
+static int chunk_len(const sched *s, const slot *sl) {
+    int n = sl->t->n_prompt - sl->n_done, ck = sl->t->n_prompt - 1;
     if (s->recurrent && sl->t->req.cache_prompt && sl->n_done < ck && sl->n_done + n > ck) n = ck - sl->n_done;
     return n;
+}
+
+int sched_plan(int n_gen, const int *left, int n_wait, int n_batch, int *chunk) {
+    int step_rows = n_batch > 0 ? n_batch : n_gen ? STEP_ROWS : BURST_ROWS;
+    int min = step_rows < MIN_CHUNK ? step_rows : MIN_CHUNK;
+    int budget = step_rows - n_gen > min ? step_rows - n_gen : min, rows = n_gen;
+    for (int w = 0; w < n_wait; w++) {
+        int c = left[w] < budget ? left[w] : budget;
+        if (w > 0 && c < left[w]) c = 0;
+        if (!c) budget = 0;
+        chunk[w] = c;
+        budget -= c, rows += c;
+    }
+    return rows;
 }
 
 /* llama-server's context shift of a generating slot whose next token would not fit: n_keep
@@ -491,16 +509,13 @@ static void step(sched *s) {
             wait[k] = sl;
         }
     }
-    int step_rows = s->cfg.n_batch > 0 ? s->cfg.n_batch : STEP_ROWS,
-        min = step_rows < MIN_CHUNK ? step_rows : MIN_CHUNK;
-    int budget = step_rows - n > min ? step_rows - n : min;
-    for (int w = 0; w < n_wait && budget > 0; w++) {
+    int *left = s->left, *chunk = s->chunk;
+    for (int w = 0; w < n_wait; w++) left[w] = chunk_len(s, wait[w]);
+    sched_plan(n, left, n_wait, s->cfg.n_batch, chunk);
+    for (int w = 0; w < n_wait && chunk[w]; w++) {
         slot *sl = wait[w];
-        int len = chunk_len(s, sl, budget);
-        if (w > 0 && sl->n_done + len < sl->t->n_prompt) break;
-        budget -= len;
-        is_last[n] = sl->n_done + len == sl->t->n_prompt;
-        s->items[n] = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, len, is_last[n] ? sl->logits : NULL, 0};
+        is_last[n] = sl->n_done + chunk[w] == sl->t->n_prompt;
+        s->items[n] = (trit_batch_item){sl->s, sl->t->prompt + sl->n_done, chunk[w], is_last[n] ? sl->logits : NULL, 0};
         who[n++] = sl;
     }
     if (!n) return;
@@ -741,7 +756,9 @@ sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen) {
     s->who = calloc((size_t)s->n_slots, sizeof *s->who);
     s->wait = calloc((size_t)s->n_slots, sizeof *s->wait);
     s->is_last = calloc((size_t)s->n_slots, sizeof *s->is_last);
-    int ok = s->slots && s->items && s->who && s->wait && s->is_last;
+    s->left = calloc((size_t)s->n_slots, sizeof *s->left);
+    s->chunk = calloc((size_t)s->n_slots, sizeof *s->chunk);
+    int ok = s->slots && s->items && s->who && s->wait && s->is_last && s->left && s->chunk;
     if (!ok) snprintf(err, errlen, "out of memory");
     for (int i = 0; ok && i < s->n_slots; i++) ok = !slot_init(s, &s->slots[i], i, err, errlen);
     if (ok) {
@@ -787,6 +804,7 @@ void sched_free(sched *s) {
     free(s->who);
     free(s->wait);
     free(s->is_last);
+    free(s->left), free(s->chunk);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->act_cv);

@@ -269,6 +269,11 @@ typedef struct {
 
 extern const double hist_bounds[HIST_BUCKETS];
 
+/* One step's plan: n_gen generating slots add a row each; the waiting prompts, oldest request
+ * first, may read left[w] rows each this step; chunk[w] gets the rows each reads (0 from the
+ * first that waits on). n_batch is -b (0: the default rows a step). Returns the step's rows.
+ * Pure: the scheduler's tests drive it. */
+int sched_plan(int n_gen, const int *left, int n_wait, int n_batch, int *chunk);
 sched *sched_new(trit_model *m, const srv_config *c, char *err, size_t errlen);
 /* Ends every task (queued ones get 503) and refuses new ones; the connections can then finish. */
 void sched_stop(sched *s);

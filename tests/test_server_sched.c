@@ -251,7 +251,94 @@ static void test_slots_memory(void) {
     trit_model_free(m);
 }
 
+/* sched_plan's admission order: the oldest prompt first, the next ones only whole, none passed
+ * by a younger one; a burst on an idle server reads up to 512 rows in its first step. */
+static void test_plan_admission(void) {
+    int chunk[8];
+    const int eight[8] = {84, 84, 84, 84, 84, 84, 84, 84};
+    CHECK(sched_plan(0, eight, 8, 0, chunk) == 6 * 84);
+    for (int w = 0; w < 8; w++) CHECKF(chunk[w] == (w < 6 ? 84 : 0), "prompt %d: %d rows", w, chunk[w]);
+    /* with slots generating a step holds 128 rows: their next tokens and the prompts that fit */
+    CHECK(sched_plan(2, eight + 6, 2, 0, chunk) == 2 + 84 && chunk[0] == 84 && chunk[1] == 0);
+    CHECK(sched_plan(7, eight, 1, 0, chunk) == 7 + 84 && chunk[0] == 84);
+    /* the step's first prompt is cut to the rows left; the one behind it waits whole */
+    const int long_first[2] = {600, 84};
+    CHECK(sched_plan(0, long_first, 2, 0, chunk) == 512 && chunk[0] == 512 && chunk[1] == 0);
+    CHECK(sched_plan(3, long_first, 2, 0, chunk) == 128 && chunk[0] == 125 && chunk[1] == 0);
+    /* a prompt that does not fit waits, and so do the younger ones behind it that would */
+    const int mixed[3] = {20, 200, 20};
+    CHECK(sched_plan(4, mixed, 3, 0, chunk) == 24 && chunk[0] == 20 && chunk[1] == 0 && chunk[2] == 0);
+    /* -b sets the rows a step, generating or not */
+    CHECK(sched_plan(0, eight, 8, 64, chunk) == 64 && chunk[0] == 64 && chunk[1] == 0);
+    CHECK(sched_plan(0, eight, 8, 200, chunk) == 168 && chunk[1] == 84 && chunk[2] == 0);
+    /* however many slots generate, the oldest prompt gets its 32 rows (or -b's, if fewer) */
+    CHECK(sched_plan(128, eight, 2, 0, chunk) == 160 && chunk[0] == 32 && chunk[1] == 0);
+    CHECK(sched_plan(16, eight, 1, 16, chunk) == 32 && chunk[0] == 16);
+    CHECK(sched_plan(5, eight, 0, 0, chunk) == 5);
+}
+
+/* The stall bound, by simulation of the scheduler's steps: 8 slots, prompts of 20-300 rows
+ * arriving at random steps (a burst of 8 at once first), 64 tokens each. A generating slot gets
+ * its next token in every step, and no step it waits on holds more than 128 rows (two 64-row
+ * passes: under 2 passes of an 84-row prompt); first tokens come in arrival order, every
+ * prompt row is read once, and the burst's last first token comes by the step that the rows
+ * ahead of it bound. */
+static void test_plan_stall(void) {
+    enum { SLOTS = 8, REQS = 64, GEN = 64 };
+    int arrive[REQS], len[REQS], first[REQS], done[REQS], gen[REQS];
+    unsigned r = 12345;
+    for (int i = 0; i < REQS; i++) {
+        r = r * 1103515245u + 12345u;
+        len[i] = i < SLOTS ? 84 : 20 + (int)(r >> 16) % 281;
+        arrive[i] = i < SLOTS ? 0 : i * 9 + (int)(r >> 8) % 7;
+        first[i] = -1, done[i] = 0, gen[i] = 0;
+    }
+    int slot_of[SLOTS], n_finished = 0, last_first = -1;
+    for (int k = 0; k < SLOTS; k++) slot_of[k] = -1;
+    for (int t = 0; n_finished < REQS && t < 100000; t++) {
+        for (int i = 0, k = 0; i < REQS && k < SLOTS; i++) { /* free slots take the oldest arrived */
+            int busy = 0;
+            for (int j = 0; j < SLOTS; j++) busy |= slot_of[j] == i;
+            if (busy || arrive[i] > t || gen[i] == GEN || done[i]) continue;
+            while (k < SLOTS && slot_of[k] >= 0) k++;
+            if (k < SLOTS) slot_of[k] = i;
+        }
+        int n_gen = 0, n_wait = 0, wait[SLOTS], left[SLOTS], chunk[SLOTS];
+        for (int i = 0; i < REQS; i++) /* waiting prompts in arrival order */
+            for (int k = 0; k < SLOTS; k++)
+                if (slot_of[k] == i) {
+                    if (done[i] == len[i]) n_gen++;
+                    else wait[n_wait] = i, left[n_wait++] = len[i] - done[i];
+                }
+        if (!n_gen && !n_wait) continue;
+        int rows = sched_plan(n_gen, left, n_wait, 0, chunk), sum = n_gen;
+        for (int w = 0; w < n_wait; w++) sum += chunk[w];
+        CHECK(rows == sum && (n_wait == 0 || chunk[0] > 0));
+        if (n_gen) CHECKF(rows <= 128 || rows == n_gen + 32, "step %d: %d rows with %d generating", t, rows, n_gen);
+        else CHECK(rows <= 512);
+        for (int k = 0; k < SLOTS; k++) {
+            int i = slot_of[k];
+            if (i < 0) continue;
+            int w = 0;
+            while (w < n_wait && wait[w] != i) w++;
+            if (w == n_wait) gen[i]++; /* generating: its next token */
+            else if ((done[i] += chunk[w]) == len[i]) {
+                CHECKF(first[i] < 0 && i > last_first, "request %d's first token after %d's", i, last_first);
+                first[i] = t, last_first = i, gen[i] = 1;
+            }
+            if (gen[i] == GEN) slot_of[k] = -1, n_finished++;
+        }
+    }
+    CHECK(n_finished == REQS);
+    for (int i = 0; i < REQS; i++) CHECKF(done[i] == len[i] && gen[i] == GEN, "request %d", i);
+    /* the burst: 6 prompts in the first step, the other 2 in the next two 128-row steps */
+    CHECKF(first[5] == 0 && first[6] == 1 && first[7] == 2, "burst first tokens at steps %d %d %d", first[5], first[6],
+           first[7]);
+}
+
 const test_case server_sched_tests[] = {
+    {"plan_admission", test_plan_admission},
+    {"plan_stall", test_plan_stall},
     {"slots_memory", test_slots_memory},
     {"prompt_cache", test_prompt_cache},
     {"prompt_cache_recurrent", test_prompt_cache_recurrent},
