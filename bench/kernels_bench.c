@@ -18,6 +18,9 @@
 #include "types/types.h"
 
 #define POOL_BYTES ((size_t)1 << 30)
+/* Calls of a few microseconds per clock read in the short loops: a read of this thread's clock is
+ * a system call, which would count against the kernel. */
+enum { CALLS_PER_READ = 8 };
 
 /* CPU time of this thread: a shared machine's time slices given to others do not count. */
 static double now(void) {
@@ -105,8 +108,8 @@ static void measure(kernel_matmul mm, const uint8_t *pool, size_t mat, size_t co
         }
         r[0] = fmax(r[0], bytes / (now() - t0) / 1e9);
         t0 = now(), bytes = 0;
-        while (now() - t0 < 0.04) /* calls of microseconds: 8 per clock read, which costs a system call */
-            for (int k = 0; k < 8; k++) {
+        while (now() - t0 < 0.04)
+            for (int k = 0; k < CALLS_PER_READ; k++) {
                 mm(n, pool, ws, 64, act, arow, 1, out, (size_t)rows);
                 bytes += (double)ws * 64 / (double)rows_per_ws;
             }
@@ -116,7 +119,7 @@ static void measure(kernel_matmul mm, const uint8_t *pool, size_t mat, size_t co
             double macs = 0;
             t0 = now();
             while (now() - t0 < 0.04)
-                for (int k = 0; k < 8; k++) {
+                for (int k = 0; k < CALLS_PER_READ; k++) {
                     mm(n, pool, ws, few, act, arow, ntok, out, (size_t)rows);
                     macs += (double)n * (double)few * ntok;
                 }
