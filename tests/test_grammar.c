@@ -187,6 +187,23 @@ static void test_errors_and_bounds(void) {
         grammar_state_free(st);
     }
     grammar_free(g);
+    /* nested repetition of an optional: each character moves about a thousand live stacks at
+     * k = 10 (taken), and more than the work bound for one code point allows at k = 12 (refused,
+     * where a bound per stack alone let one character run for seconds) */
+    for (int k = 10; k <= 12; k += 2) {
+        at = (size_t)snprintf(chain, cap, "root ::= (\"a\"? x)");
+        for (int i = 0; i < 2 * k + 1; i++) chain[at++] = i == k ? '.' : '+';
+        at += (size_t)snprintf(chain + at, cap - at, "* \".\"\nx ::= \"\"\n");
+        g = grammar_new(chain, at, NULL, NULL, &e);
+        CHECKF(g, "%s", e.msg);
+        grammar_state *st = g ? grammar_state_new(g) : NULL;
+        const char *text = "root ::= (a x) plus plus plus plus!.";
+        int r = st ? grammar_state_accept_bytes(st, text, strlen(text)) : -2;
+        CHECKF(r == (k == 10 ? 0 : -1), "k = %d: %d", k, r);
+        if (k == 10) CHECK(st && grammar_state_can_end(st));
+        grammar_state_free(st);
+        grammar_free(g);
+    }
     free(chain);
 }
 

@@ -27,7 +27,10 @@ typedef struct {
 #define MAX_NEST 256 /* nested groups */
 #define MAX_STACK 2048 /* elements of one stack (non-tail recursion depth) */
 #define MAX_STACKS 8192 /* stacks in one set */
-#define MAX_EXPAND 200000 /* stacks visited by one advance */
+/* work for one code point (or one token, or the start), all stacks together: a stack visited
+ * costs its length plus STEP_COST for the bookkeeping around it (about 2 ms natively at most) */
+#define MAX_EXPAND (1u << 19)
+#define STEP_COST 8
 
 /* ---- stack sets: stacks stored back to back as [len, bottom .. top], with a hash for dedup ---- */
 
@@ -219,6 +222,7 @@ typedef struct {
     sset todo, seen, a, b;
     uint32_t *tmp;
     size_t tmp_cap;
+    uint32_t budget; /* expansion work left to the current step (MAX_EXPAND); set by its caller */
 } scratch;
 
 static int tmp_fit(scratch *w, size_t n) {
@@ -230,18 +234,20 @@ static int tmp_fit(scratch *w, size_t n) {
 }
 
 /* Expands a stack until every stack's top is a terminal (or the stack is empty), adding those
- * to out. A stack over MAX_STACK elements is dropped (a bound, not reachable by sane grammars). */
+ * to out. A stack over MAX_STACK elements is dropped (a bound, not reachable by sane grammars).
+ * Each stack visited spends w->budget, shared by all the advances of one step: a bound per advance
+ * alone let thousands of stacks each spend it (nested repetition), hanging one character. */
 static int advance(const grammar *g, sset *out, const uint32_t *st, uint32_t len, scratch *w) {
     ss_clear(&w->todo), ss_clear(&w->seen);
     if (ss_add(&w->todo, st, len, 0) < 0) return -1;
-    uint32_t steps = 0;
     while (w->todo.count) {
         uint32_t n;
         const uint32_t *cur = ss_get(&w->todo, w->todo.count - 1, &n);
         if (tmp_fit(w, (size_t)n + 2)) return -1;
         memcpy(w->tmp, cur, (size_t)n * sizeof *cur);
         ss_pop(&w->todo);
-        if (++steps > MAX_EXPAND) return -1;
+        if (w->budget < n + STEP_COST) return -1;
+        w->budget -= n + STEP_COST;
         int r = ss_add(&w->seen, w->tmp, n, 1);
         if (r < 0) return -1;
         if (r == 0) continue;
@@ -267,6 +273,7 @@ static int advance(const grammar *g, sset *out, const uint32_t *st, uint32_t len
 /* out = the stacks in[lo..hi) after code point c. */
 static int accept_char(const grammar *g, const sset *in, uint32_t lo, uint32_t hi, uint32_t c, sset *out, scratch *w) {
     ss_clear(out);
+    w->budget = MAX_EXPAND;
     for (uint32_t i = lo; i < hi; i++) {
         uint32_t len, after;
         const uint32_t *st = ss_get(in, i, &len);
@@ -1048,6 +1055,7 @@ void grammar_state_reset(grammar_state *st) {
     st->broken = 0;
     /* one stack per alternative of the start rule, each advanced */
     uint32_t pos = g->rule[g->root];
+    st->w.budget = MAX_EXPAND;
     for (;;) {
         uint32_t one = pos;
         if (advance(g, &st->stacks, &one, is_eos(g, pos) ? 0 : 1, &st->w)) st->broken = 1;
@@ -1383,6 +1391,7 @@ static int accept_bytes(grammar_state *st, const char *s, size_t n, int32_t tok)
      * which meet are merged (moving each alone costs its count times as much) */
     sset one = {0}, two = {0};
     int rc = 0;
+    st->w.budget = MAX_EXPAND;
     for (uint32_t j = 0; j < st->stacks.count && !rc; j++) {
         uint32_t len;
         const uint32_t *sk = ss_get(&st->stacks, j, &len);
