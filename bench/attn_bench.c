@@ -1,8 +1,9 @@
 /* attn_bench: single-threaded decode attention (one query row) on f16, q8_0 and q4_0 caches, the
  * attention entries of each kernel set of this CPU against the AVX2 set's (sets whose entries are
  * those of a set before them are not timed again), A/B back to back in one process: 8 KV heads of
- * 128, 2 or 4 query heads per KV head, 64 to 4096 keys, calls going round 28 layers as a decode
- * step does (qwen3-1.7b's shape: from 1024 keys the cache outgrows the caches). Thread CPU time,
+ * 128 with 2 or 4 query heads per KV head (qwen3-1.7b's and qwen3-8b's shapes) and 4 KV heads of
+ * 256 with 6 (qwen35-27b's), 64 to 4096 keys, calls going round 28 layers as a decode step does
+ * (from 1024 keys the cache outgrows the caches). Thread CPU time,
  * best of REPS rounds, and the cache bytes the fastest set reads a second; on the f16 cache (ggml's
  * exact arithmetic) each set's output must equal the scalar set's bit for bit.
  * Usage: attn-bench [reps] */
@@ -48,7 +49,8 @@ static int same_attn(const kernel_attn *a, const kernel_attn *b) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20, ns = 0;
-    const int keys[] = {64, 256, 1024, 4096}, groups[] = {2, 4}, n_kv = 8, hd = 128, n_ctx = 4096;
+    const int keys[] = {64, 256, 1024, 4096}, n_ctx = 4096;
+    const int shapes[][3] = {{128, 8, 2}, {128, 8, 4}, {256, 4, 6}}; /* head_dim, KV heads, group */
     static const char *const names[MAX_SETS] = {"avx2", "avxvnni", "avx512", "amx"};
     const kernel_set *sets[MAX_SETS], *scalar = kernels_variant("scalar");
     for (int v = 0; v < MAX_SETS; v++) { /* the first set of each distinct attention */
@@ -61,15 +63,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "attn-bench: needs reps >= 1 and an AVX2 CPU\n");
         return 1;
     }
-    printf("decode attention, head_dim %d, %d KV heads, %d layers, 1 thread, best of %d; us per call\n", hd, n_kv,
-           LAYERS, reps);
-    printf("%5s %6s %5s", "cache", "keys", "group");
+    printf("decode attention, %d layers, 1 thread, best of %d; us per call\n", LAYERS, reps);
+    printf("%5s %4s %4s %6s %5s", "cache", "hd", "kv", "keys", "group");
     for (int i = 0; i < ns; i++) printf(" %10s", sets[i]->name);
     printf(" %8s %7s\n", "speedup", "GB/s");
     const int types[] = {TYPE_F16, TYPE_Q8_0, TYPE_Q4_0};
     for (int ti = 0; ti < 3; ti++)
-        for (int gi = 0; gi < 2; gi++) {
-            int t = types[ti], nh = n_kv * groups[gi], qdim = nh * hd, kvdim = n_kv * hd;
+        for (int si = 0; si < 3; si++) {
+            int t = types[ti], hd = shapes[si][0], n_kv = shapes[si][1], nh = n_kv * shapes[si][2], qdim = nh * hd,
+                kvdim = n_kv * hd;
             kv_cache c = {t, t, n_ctx, LAYERS, nh, n_kv, hd, NULL, NULL};
             c.k = malloc(kv_cache_bytes(&c, t)), c.v = malloc(kv_cache_bytes(&c, t));
             float *q = malloc(qdim * sizeof *q), *ref = malloc(qdim * sizeof *ref), *out = malloc(qdim * sizeof *out);
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
                 }
                 double fast = best[0];
                 for (int i = 1; i < ns; i++) fast = fmin(fast, best[i]);
-                printf("%5s %6d %5d", type_name((uint32_t)t), keys[ki], groups[gi]);
+                printf("%5s %4d %4d %6d %5d", type_name((uint32_t)t), hd, n_kv, keys[ki], shapes[si][2]);
                 for (int i = 0; i < ns; i++) printf(" %10.2f", best[i] * 1e6);
                 printf(" %7.2fx %7.1f\n", best[0] / fast, 2.0 * keys[ki] * kv_row_bytes(&c, t) / fast * 1e-9);
             }

@@ -86,7 +86,7 @@ static void f16_same(rig *r, int pos0, int nq, const char *what) {
 }
 
 /* Random caches: head sizes of every AVX-512 column shape (128, 64, 96, 256) and none (72, 8),
- * passes of 4, 2 and 1 heads (groups 2, 6, 1, 12, 3, 7), calls that serve several KV heads or
+ * passes of 8, 6, 4, 2 and 1 heads (groups 2, 6, 1, 12, 3, 7), calls that serve several KV heads or
  * start within one and run into the next (groups 40 and 24 exceed a call's heads), spans within
  * one block of keys and across blocks and their sixteen-key groups. */
 static void attend_f16_same(void) {
@@ -145,7 +145,7 @@ static void attend_f16_edges(void) {
  * twice that. Masking a key wrongly, or dropping one, misses it by a whole weight. */
 static void attend_f32_close(void) {
     const int dims[] = {128, 64, 80, 72, 256, 8},
-              heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}};
+              heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}, {24, 4}};
     const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
     /* quantized rows need whole blocks of 32: head sizes 8 (blocks across heads), 72 and 80 only
      * with some head counts */
@@ -155,7 +155,7 @@ static void attend_f32_close(void) {
     for (int ty = 0; ty < 6; ty++)
         for (int d = 0; d < 6; d++)
             for (int s = 0; s < 8; s++) {
-                int hd = dims[d], nh = heads[(s + d) % 7][0], nkv = heads[(s + d) % 7][1], pos0 = spans[s][0],
+                int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0],
                     nq = spans[s][1];
                 int qdim = nh * hd, kvdim = nkv * hd, tk = types[ty][0], tv = types[ty][1];
                 if (type_row_bytes((uint32_t)tk, kvdim) == 0 || type_row_bytes((uint32_t)tv, kvdim) == 0) continue;

@@ -227,7 +227,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
         S[g] = S[g] * alpha[g] + sum, M[g] = mx;
     }
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g);
+        p = kv_pass_heads(g1 - g, 4);
         values_pass(c->type_v, c->v, at, (size_t)c->n_head_kv * hd, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd,
                     p, hd, n);
     }
@@ -235,7 +235,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
 
 static void attend_f32_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                             float *scratch) {
-    static const kv_wide_steps steps = {scores_pass, f32_block};
+    static const kv_wide_steps steps = {scores_pass, f32_block, 4};
     float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
     kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }

@@ -96,8 +96,9 @@ static void fa_load(const kv_cache *c, int t, const void *base, size_t at, int j
 /* ---- decode attention, wide: the query heads of one KV head or several, block after block of keys ----
  * A key's score does not depend on the accumulator, so a block of keys is scored first, sixteen
  * keys at a time, each key's row converted once for the heads of a pass; the softmax factors
- * follow from the scores alone; then the values accumulate, up to 4 heads sharing each value
- * row's conversion, 8 vectors of columns at a time (8 independent chains, kept in registers).
+ * follow from the scores alone; then the values accumulate, up to 8 heads sharing each value
+ * row's conversion, 16 to 32 vectors of columns and heads at a time (independent chains, kept in
+ * registers).
  * Two arithmetics in that shape: ggml's f16 one on an f16 cache, bit for bit attend_f16 (the same
  * operations in another schedule), and f32 over any cache type. head_dim is a multiple of 32.
  * make bench-attn times them. */
@@ -139,7 +140,7 @@ static wide_rows rows_at(const kv_cache *c, size_t at) {
 INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, int ng, int hd, int n, int avail,
                         float scale, float *s) {
     for (int j0 = 0; j0 < n; j0 += 16) {
-        __m512 u[4][16];
+        __m512 u[8][16];
         for (int i = 0; i < 16; i++) {
             if (j0 + i + 16 < avail) /* a long cache comes from memory: ask for key rows a group ahead */
                 prefetch_row(tk, r->k, r->at + (size_t)(j0 + i + 16) * r->kvdim, hd);
@@ -147,7 +148,7 @@ INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, 
                 prefetch_row(r->tv, r->v, r->at + (size_t)(j0 + i) * r->kvdim, hd);
             int j = j0 + 4 * (i % 4) + i / 4;
             size_t kr = r->at + (size_t)(j < n ? j : n - 1) * r->kvdim;
-            __m512 a[4], b[4];
+            __m512 a[8], b[8];
             UNROLL for (int g = 0; g < ng; g++) a[g] = b[g] = _mm512_setzero_ps();
             for (int d = 0; d < hd; d += 32) {
                 __m512 k0 = vec16(tk, r->k, kr + d), k1 = vec16(tk, r->k, kr + d + 16);
@@ -163,11 +164,13 @@ INLINE void wide_scores(int tk, const wide_rows *r, int values, const float *q, 
     }
 }
 
-/* A pass of ng = 4, 2 or 1 heads (kv_pass_heads), the shapes and key types spelled out, so that
- * each one's arrays live in registers and its loads are the type's. */
+/* A pass of ng = 8, 6, 4, 2 or 1 heads (kv_pass_heads), the shapes and key types spelled out, so
+ * that each one's arrays live in registers and its loads are the type's. */
 
 #define WIDE_SCORES(T)                                                       \
-    (ng == 4       ? wide_scores(T, r, values, q, 4, hd, n, avail, scale, s) \
+    (ng == 8       ? wide_scores(T, r, values, q, 8, hd, n, avail, scale, s) \
+         : ng == 6 ? wide_scores(T, r, values, q, 6, hd, n, avail, scale, s) \
+         : ng == 4 ? wide_scores(T, r, values, q, 4, hd, n, avail, scale, s) \
          : ng == 2 ? wide_scores(T, r, values, q, 2, hd, n, avail, scale, s) \
                    : wide_scores(T, r, values, q, 1, hd, n, avail, scale, s))
 static void wide_scores_pass(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail,
@@ -184,7 +187,7 @@ static void wide_scores_pass(const kv_cache *c, size_t at, int values, const flo
 INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng, int cw,
                        int hd, int n) {
     for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
-        __m512 a[4][8];
+        __m512 a[8][8];
         UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
             _mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c);
         for (int j = 0; j < n; j++) {
@@ -206,10 +209,13 @@ INLINE void f16_values(const uint16_t *v, size_t kvdim, const float *vs, const f
     }
 }
 
-/* Columns: 8 vectors over the pass where head_dim allows, else fewer. */
+/* Columns: 8 to 24 accumulators over the pass where head_dim allows, else fewer. */
 static void f16_values_pass(const uint16_t *v, size_t kvdim, const float *vs, const float *ms, float *acc, int ng,
                             int hd, int n) {
-    if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
+    if (ng == 8) f16_values(v, kvdim, vs, ms, acc, 8, 2, hd, n);
+    else if (ng == 6 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 6, 4, hd, n);
+    else if (ng == 6) f16_values(v, kvdim, vs, ms, acc, 6, 2, hd, n);
+    else if (ng == 4) f16_values(v, kvdim, vs, ms, acc, 4, 2, hd, n);
     else if (ng == 2 && hd % 64 == 0) f16_values(v, kvdim, vs, ms, acc, 2, 4, hd, n);
     else if (ng == 2) f16_values(v, kvdim, vs, ms, acc, 2, 2, hd, n);
     else if (hd % 128 == 0) f16_values(v, kvdim, vs, ms, acc, 1, 8, hd, n);
@@ -242,7 +248,7 @@ static void f16_block(const kv_cache *c, size_t at, float *s, float *ms, float *
     int hd = c->head_dim;
     for (int g = g0; g < g1; g++) f16_factors(s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, n, &M[g], &S[g]);
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g);
+        p = kv_pass_heads(g1 - g, 8);
         f16_values_pass(v, r->kvdim, s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -254,7 +260,7 @@ static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, 
           *ms = s + WIDE_UNIT * WIDE_BLOCK;
     for (int i = 0; i < ng * c->head_dim; i += 16) /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
         _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
-    static const kv_wide_steps steps = {wide_scores_pass, f16_block};
+    static const kv_wide_steps steps = {wide_scores_pass, f16_block, 8};
     kv_wide_decode(c, il, h, qq, ng, n_keys, o, acc, s, ms, &steps);
 }
 
@@ -263,7 +269,7 @@ static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, 
 INLINE void f32_values(int T, const wide_rows *r, const float *p, const float *alpha, float *acc, int ng, int cw,
                        int hd, int n) {
     for (int c0 = 0; c0 < hd; c0 += 16 * cw) {
-        __m512 a[4][8];
+        __m512 a[8][8];
         UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
             _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)g * hd + c0 + 16 * c), _mm512_set1_ps(alpha[g]));
         for (int j = 0; j < n; j++) {
@@ -280,7 +286,10 @@ INLINE void f32_values(int T, const wide_rows *r, const float *p, const float *a
 }
 
 #define F32_VALUES(T)                                                             \
-    (ng == 4                       ? f32_values(T, r, p, alpha, acc, 4, 2, hd, n) \
+    (ng == 8                       ? f32_values(T, r, p, alpha, acc, 8, 2, hd, n) \
+         : ng == 6 && hd % 64 == 0 ? f32_values(T, r, p, alpha, acc, 6, 4, hd, n) \
+         : ng == 6                 ? f32_values(T, r, p, alpha, acc, 6, 2, hd, n) \
+         : ng == 4                 ? f32_values(T, r, p, alpha, acc, 4, 2, hd, n) \
          : ng == 2 && hd % 64 == 0 ? f32_values(T, r, p, alpha, acc, 2, 4, hd, n) \
          : ng == 2                 ? f32_values(T, r, p, alpha, acc, 2, 2, hd, n) \
          : hd % 128 == 0           ? f32_values(T, r, p, alpha, acc, 1, 8, hd, n) \
@@ -312,7 +321,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
         S[g] = S[g] * alpha[g] + _mm512_reduce_add_ps(sum), M[g] = mx;
     }
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g);
+        p = kv_pass_heads(g1 - g, 8);
         f32_values_pass(r, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -321,7 +330,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
 static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                               float *scratch) {
     float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
-    static const kv_wide_steps steps = {wide_scores_pass, f32_block};
+    static const kv_wide_steps steps = {wide_scores_pass, f32_block, 8};
     kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }
 
