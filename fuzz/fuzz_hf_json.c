@@ -3,7 +3,8 @@
  * a folder of the fuzzer's own. The converter opens the folder (the config is read and checked;
  * there are no weights, so it stops at the shards at the latest) and makes a vocabulary of the
  * tokenizer files, which must then load, tokenize the input's bytes and decode every token.
- * Every refusal is one line. The first byte picks the architecture the vocabulary is for. */
+ * Every refusal is one line. The first byte picks the architecture the vocabulary is for and the
+ * model's vocabulary size (none, or up to 1008 rows: padding, or ids past it refused). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (hf_open(dir, &s, &e)) check_msg(&e);
     else tsource_close(&s);
     e.msg[0] = 0;
-    gguf_file *f = hf_vocab_open(dir, archs[data[0] % 3], data[0] >> 2, &e);
+    gguf_file *f = hf_vocab_open(dir, archs[data[0] % 3], (data[0] >> 2) * 16, &e);
     if (!f) return check_msg(&e), 0;
     use_vocab(f, data + 1, size - 1 < 512 ? size - 1 : 512);
     gguf_close(f);

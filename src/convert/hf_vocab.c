@@ -73,8 +73,17 @@ static int read_tokens(hf_vocab *v, json_t *model, json_t *added, int spm, int64
     if (!json_is_object(vmap) || !json_object_size(vmap))
         return fail(err, "tokenizer.json: model.vocab is missing or empty");
     if (added && !json_is_array(added)) return fail(err, "tokenizer.json: added_tokens is not an array");
-    int64_t m = max_id(vmap, added);
+    int64_t m = max_id(vmap, added), named = (int64_t)json_object_size(vmap) + (int64_t)json_array_size(added);
     if (m >= (1 << 24)) return fail(err, "tokenizer.json: token id %lld is too large", (long long)m);
+    /* every id up to the largest gets an entry: an id past the model's embedding rows names a
+     * token it cannot embed (llama.cpp's converter asserts the same), and without a model a few
+     * tokens must not make millions of [PADn] entries */
+    if (n_vocab > 0 && m >= n_vocab)
+        return fail(err, "tokenizer.json: token id %lld is past the model's %lld embedding rows", (long long)m,
+                    (long long)n_vocab);
+    if (n_vocab <= 0 && m >= 2 * named + 1024)
+        return fail(err, "tokenizer.json: token ids run to %lld for %lld tokens (mostly unnamed ids)", (long long)m,
+                    (long long)named);
     v->n = m + 1 > n_vocab ? m + 1 : n_vocab;
     v->text = calloc((size_t)v->n, sizeof *v->text);
     v->type = calloc((size_t)v->n, sizeof *v->type);

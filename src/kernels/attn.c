@@ -42,7 +42,7 @@ void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, in
             seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
             size_t at = ((size_t)il * c->n_ctx + (size_t)j0) * kvdim + (size_t)((h + g0) / group) * hd;
             for (int g = g0, p; g < g0 + seg; g += p) {
-                p = kv_pass_heads(g0 + seg - g, w->pass_max);
+                p = kv_pass_heads(g0 + seg - g);
                 w->scores(c, at, g == g0, q + (size_t)g * hd, p, n, n_keys - j0, scale, s + g * WIDE_BLOCK);
             }
             w->block(c, at, s, ms, acc, M, S, g0, g0 + seg, n);

@@ -98,8 +98,8 @@ static inline const char *kv_byte(int t, const void *base, size_t i) {
  * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time);
  * then o = acc / S. `at` is the element where the block's first row of the KV head starts.
  * - scores: s[g][j] (rows WIDE_BLOCK apart) = scale * q_g · k_j for the block's keys j < n and
- *   the ng heads of a pass (kv_pass_heads up to pass_max); rows are fetched ahead up to avail keys
- *   of the cache, and the block's value rows too if `values`.
+ *   the ng heads of a pass (kv_pass_heads); rows are fetched ahead up to avail keys of the cache,
+ *   and the block's value rows too if `values`.
  * - block: the scores of heads g0..g1 (one KV head's) into their accumulators acc (rows head_dim
  *   apart), running maxima M and sums S; ms: WIDE_UNIT * WIDE_BLOCK floats for its factors. */
 typedef struct {
@@ -107,15 +107,12 @@ typedef struct {
                    float *s);
     void (*block)(const kv_cache *c, size_t at, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
                   int n);
-    int pass_max; /* 4, or 8 where the registers hold the accumulators of 8 heads */
 } kv_wide_steps;
 void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
                     float *s, float *ms, const kv_wide_steps *w);
-/* The heads of a pass of the wide decode's steps: 8 or 6 (where max is 8), 4, 2 or 1, the most of
- * these within rest. Each pass converts a block's rows once, so the fewer passes the better. */
-static inline int kv_pass_heads(int rest, int max) {
-    return max >= 8 && rest >= 8 ? 8 : max >= 8 && rest >= 6 ? 6 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
-}
+/* The heads of a pass of the wide decode's steps: 8, 6, 4, 2 or 1, the most of these within rest.
+ * Each pass converts a block's rows once, so the fewer passes the better. */
+static inline int kv_pass_heads(int rest) { return rest >= 8 ? 8 : rest >= 6 ? 6 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }
 /* M(T) for the cache type t with T a constant, so that SIMD code gets each type's loads compiled in. */
 #define KV_BY_TYPE(t, M)                 \
     switch (t) {                         \

@@ -137,10 +137,10 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
 }
 
 /* ---- decode in f32 over any cache type: the query heads of one KV head or several ----
- * The AVX-512 wide decode's schedule in 8 lanes: a block of keys is scored for up to 4 heads a
+ * The AVX-512 wide decode's schedule in 8 lanes: a block of keys is scored for up to 8 heads a
  * pass (each key row read once a pass), the softmax runs online block by block, and the values
- * are summed for up to 4 heads a pass, 4 vectors of columns at a time in registers. head_dim is a
- * multiple of 32. */
+ * are summed for the same heads, 8 to 16 accumulators (heads times vectors of columns) in
+ * registers. head_dim is a multiple of 32. */
 #define INLINE static inline __attribute__((always_inline))
 
 /* s[g][j] = scale * q_g · k_j for keys j < n of a block (rows kvdim apart from element at) and the
@@ -154,7 +154,7 @@ INLINE void wide_scores(int t, const void *k, size_t at, size_t kvdim, const flo
             for (const char *p = kv_byte(t, k, e + F16_AHEAD * kvdim), *end = kv_byte(t, k, e + F16_AHEAD * kvdim + hd);
                  p < end; p += 64)
                 _mm_prefetch(p, _MM_HINT_T0);
-        __m256 a[4];
+        __m256 a[8];
         UNROLL for (int g = 0; g < ng; g++) a[g] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d += 8) {
             __m256 x = load8(t, k, e + (size_t)d);
@@ -170,32 +170,39 @@ INLINE void wide_scores(int t, const void *k, size_t at, size_t kvdim, const flo
     }
 }
 
-/* acc[g] = acc[g] * alpha[g] + Σ_j p[g][j] v_j over values j < n of a block, the ng heads of a pass. */
+/* acc[g] = acc[g] * alpha[g] + Σ_j p[g][j] v_j over values j < n of a block, the ng heads of a pass,
+ * cw vectors of columns at a time. */
 INLINE void wide_values(int t, const void *v, size_t at, size_t kvdim, const float *p, const float *alpha, float *acc,
-                        int ng, int hd, int n) {
-    for (int c0 = 0; c0 < hd; c0 += 32) {
-        __m256 a[4][4];
-        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < 4; c++) a[g][c] =
+                        int ng, int cw, int hd, int n) {
+    for (int c0 = 0; c0 < hd; c0 += 8 * cw) {
+        __m256 a[8][4];
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++) a[g][c] =
             _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)g * hd + c0 + 8 * c), _mm256_set1_ps(alpha[g]));
         for (int j = 0; j < n; j++) {
             size_t e = at + (size_t)j * kvdim + (size_t)c0;
-            UNROLL for (int c = 0; c < 4; c++) {
+            UNROLL for (int c = 0; c < cw; c++) {
                 __m256 x = load8(t, v, e + 8 * (size_t)c);
                 UNROLL for (int g = 0; g < ng; g++) a[g][c] =
                     _mm256_fmadd_ps(x, _mm256_set1_ps(p[g * WIDE_BLOCK + j]), a[g][c]);
             }
         }
-        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < 4; c++)
+        UNROLL for (int g = 0; g < ng; g++) UNROLL for (int c = 0; c < cw; c++)
             _mm256_storeu_ps(acc + (size_t)g * hd + c0 + 8 * c, a[g][c]);
     }
 }
 
-/* The passes of 4, 2 or 1 heads and each cache type spelled out, so that each one's arrays live in
- * registers and its loads are the type's. */
-#define BY_HEADS(F, ...) (ng == 4 ? F(__VA_ARGS__, 4) : ng == 2 ? F(__VA_ARGS__, 2) : F(__VA_ARGS__, 1))
-#define SCORES(T, G) wide_scores(T, k, at, kvdim, q, G, hd, n, avail, scale, s)
+/* The passes of 8, 6, 4, 2 or 1 heads (with 1, 2, 4, 4 and 4 vectors of columns: 16 registers)
+ * and each cache type spelled out, so that each one's arrays live in registers and its loads are
+ * the type's. */
+#define BY_HEADS(F, ...)                  \
+    (ng == 8       ? F(__VA_ARGS__, 8, 1) \
+         : ng == 6 ? F(__VA_ARGS__, 6, 2) \
+         : ng == 4 ? F(__VA_ARGS__, 4, 4) \
+         : ng == 2 ? F(__VA_ARGS__, 2, 4) \
+                   : F(__VA_ARGS__, 1, 4))
+#define SCORES(T, G, CW) wide_scores(T, k, at, kvdim, q, G, hd, n, avail, scale, s)
 #define SCORES_T(T) BY_HEADS(SCORES, T)
-#define VALUES(T, G) wide_values(T, v, at, kvdim, p, alpha, acc, G, hd, n)
+#define VALUES(T, G, CW) wide_values(T, v, at, kvdim, p, alpha, acc, G, CW, hd, n)
 #define VALUES_T(T) BY_HEADS(VALUES, T)
 static void scores_pass(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail, float scale,
                         float *s) {
@@ -227,7 +234,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
         S[g] = S[g] * alpha[g] + sum, M[g] = mx;
     }
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g, 4);
+        p = kv_pass_heads(g1 - g);
         values_pass(c->type_v, c->v, at, (size_t)c->n_head_kv * hd, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd,
                     p, hd, n);
     }
@@ -235,7 +242,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
 
 static void attend_f32_avx2(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                             float *scratch) {
-    static const kv_wide_steps steps = {scores_pass, f32_block, 4};
+    static const kv_wide_steps steps = {scores_pass, f32_block};
     float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
     kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }

@@ -248,7 +248,7 @@ static void f16_block(const kv_cache *c, size_t at, float *s, float *ms, float *
     int hd = c->head_dim;
     for (int g = g0; g < g1; g++) f16_factors(s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, n, &M[g], &S[g]);
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g, 8);
+        p = kv_pass_heads(g1 - g);
         f16_values_pass(v, r->kvdim, s + g * WIDE_BLOCK, ms + g * WIDE_BLOCK, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -260,7 +260,7 @@ static void attend_f16_avx512(const kv_cache *c, int il, int h, const float *q, 
           *ms = s + WIDE_UNIT * WIDE_BLOCK;
     for (int i = 0; i < ng * c->head_dim; i += 16) /* F16C rounds as f32_to_f16 does (tests/test_attn.c) */
         _mm512_storeu_ps(qq + i, F16_ROUND512(_mm512_loadu_ps(q + i)));
-    static const kv_wide_steps steps = {wide_scores_pass, f16_block, 8};
+    static const kv_wide_steps steps = {wide_scores_pass, f16_block};
     kv_wide_decode(c, il, h, qq, ng, n_keys, o, acc, s, ms, &steps);
 }
 
@@ -321,7 +321,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
         S[g] = S[g] * alpha[g] + _mm512_reduce_add_ps(sum), M[g] = mx;
     }
     for (int g = g0, p; g < g1; g += p) {
-        p = kv_pass_heads(g1 - g, 8);
+        p = kv_pass_heads(g1 - g);
         f32_values_pass(r, s + g * WIDE_BLOCK, alpha + g, acc + (size_t)g * hd, p, hd, n);
     }
 }
@@ -330,7 +330,7 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
 static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
                               float *scratch) {
     float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
-    static const kv_wide_steps steps = {wide_scores_pass, f32_block, 8};
+    static const kv_wide_steps steps = {wide_scores_pass, f32_block};
     kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
 }
 
