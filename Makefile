@@ -193,8 +193,9 @@ build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz-lib
 
 # `make fuzz-NAME` runs one target: FUZZ_SEED_NAME puts its seeds into build/fuzz/corpus_NAME
 # (fuzz/NAME_seeds/ by default; the GGUF seeds are cut from the golden models), FUZZ_FLAGS_NAME are its own flags (-max_len=65536 by default).
-# The output goes to build/fuzz/NAME.log; the line printed at the end gives the inputs run and
-# the coverage reached (docs/reliability.md has the figures).
+# The output goes to build/fuzz/NAME.log, an input that fails to build/fuzz/ (crash-*, timeout-*,
+# slow-unit-*); the line printed at the end gives the inputs run and the coverage reached
+# (docs/reliability.md has the figures).
 FUZZ_TARGETS := gguf safetensors repack_cache request http hf_json tokenizer grammar json_schema toolcall jinja
 FUZZ_SEED_gguf         = python3 fuzz/gguf_seeds.py $(SHARED) build/fuzz/corpus_gguf
 FUZZ_FLAGS_repack_cache = -max_len=16384
@@ -217,7 +218,7 @@ fuzz-long:
 fuzz-%: build/fuzz/fuzz_%
 	@mkdir -p build/fuzz/corpus_$*
 	$(if $(FUZZ_SEED_$*),$(FUZZ_SEED_$*),cp fuzz/$*_seeds/* build/fuzz/corpus_$*/)
-	TRIT_SHARED=$(SHARED) $< $(FUZZ_LIMIT) -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 \
+	TRIT_SHARED=$(SHARED) $< $(FUZZ_LIMIT) -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 -artifact_prefix=build/fuzz/ \
 		$(or $(FUZZ_FLAGS_$*),-max_len=65536) build/fuzz/corpus_$* > build/fuzz/$*.log 2>&1 || \
 		{ tail -40 build/fuzz/$*.log; exit 1; }
 	@grep -E '^#[0-9]+[[:space:]]+DONE' build/fuzz/$*.log | tail -1 | sed 's/^/$*: /'
