@@ -241,6 +241,23 @@ static void test_qwen3_tokenizer(void) {
     gguf_close(ref);
 }
 
+/* A byte-level BPE tokenizer.json of pre-tokenizer `pre` and vocabulary entries `entries` (JSON
+ * members), one merge, and an empty tokenizer_config.json, into dir. */
+static void write_bpe_tokenizer(const char *dir, const char *pre, const char *entries) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (fp)
+        fprintf(fp,
+                "{\"added_tokens\":[],\"pre_tokenizer\":%s,\"decoder\":{\"type\":\"ByteLevel\"},"
+                "\"model\":{\"type\":\"BPE\",\"vocab\":{%s},\"merges\":[\"a b\"]}}",
+                pre, entries),
+            fclose(fp);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    fp = fopen(path, "w");
+    if (fp) fputs("{}", fp), fclose(fp);
+}
+
 /* tokenizer.ggml.pre from the pre-tokenizer's regex where it is a known one, else from the
  * architecture: Qwen3's regex is qwen2's even for a llama model. */
 static void test_pre_tokenizer_names(void) {
@@ -255,21 +272,10 @@ static void test_pre_tokenizer_names(void) {
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen35", "qwen35"},
         {"{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}}", "qwen3", "qwen2"},
     };
-    char dir[64], path[128];
+    char dir[64];
     make_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        FILE *fp = fopen(path, "w");
-        if (fp)
-            fprintf(fp,
-                    "{\"added_tokens\":[],\"pre_tokenizer\":%s,\"decoder\":{\"type\":\"ByteLevel\"},"
-                    "\"model\":{\"type\":\"BPE\","
-                    "\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}",
-                    cases[i].pre),
-                fclose(fp);
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-        fp = fopen(path, "w");
-        if (fp) fputs("{}", fp), fclose(fp);
+        write_bpe_tokenizer(dir, cases[i].pre, "\"a\":0,\"b\":1,\"ab\":2");
         trit_err e;
         gguf_file *f = hf_vocab_open(dir, cases[i].arch, 0, &e);
         const char *pre = NULL;
@@ -287,11 +293,8 @@ static void test_pre_tokenizer_names(void) {
 /* Token ids past the model's rows, or mostly unnamed without a model, are refused before an entry
  * is made for every id up to the largest (a 4 KB file once made 6.7 M of them: 1.8 s, 520 MB). */
 static void test_token_ids_bounded(void) {
-    char dir[64], path[128];
+    char dir[64];
     make_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    FILE *cf = fopen(path, "w");
-    if (cf) fputs("{}", cf), fclose(cf);
     static const struct {
         const char *vocab;
         int64_t n_vocab;
@@ -304,14 +307,7 @@ static void test_token_ids_bounded(void) {
         {"\"a\":0,\"b\":1,\"ab\":4999", 5000, NULL}, /* the model's rows justify the padding */
     };
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        FILE *fp = fopen(path, "w");
-        if (fp)
-            fprintf(fp,
-                    "{\"added_tokens\":[],\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\","
-                    "\"vocab\":{%s},\"merges\":[\"a b\"]}}",
-                    ids[i].vocab),
-                fclose(fp);
+        write_bpe_tokenizer(dir, "{\"type\":\"ByteLevel\"}", ids[i].vocab);
         trit_err e = {{0}};
         gguf_file *g = hf_vocab_open(dir, "qwen3", ids[i].n_vocab, &e);
         if (ids[i].want) CHECKF(!g && strstr(e.msg, ids[i].want), "ids case %zu: %s", i, g ? "taken" : e.msg);

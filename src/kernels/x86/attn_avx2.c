@@ -139,7 +139,7 @@ static void attend_plain_avx2(const kv_cache *c, int il, int h, const float *qh,
 /* ---- decode in f32 over any cache type: the query heads of one KV head or several ----
  * The AVX-512 wide decode's schedule in 8 lanes: a block of keys is scored for up to 8 heads a
  * pass (each key row read once a pass), the softmax runs online block by block, and the values
- * are summed for the same heads, 8 to 16 accumulators (heads times vectors of columns) in
+ * are summed for the same heads, up to 16 accumulators (heads times vectors of columns) in
  * registers. head_dim is a multiple of 32. */
 #define INLINE static inline __attribute__((always_inline))
 
@@ -191,8 +191,8 @@ INLINE void wide_values(int t, const void *v, size_t at, size_t kvdim, const flo
     }
 }
 
-/* The passes of 8, 6, 4, 2 or 1 heads (with 1, 2, 4, 4 and 4 vectors of columns: 16 registers)
- * and each cache type spelled out, so that each one's arrays live in registers and its loads are
+/* The passes of 8, 6, 4, 2 or 1 heads (with 1, 2, 4, 4 and 4 vectors of columns: at most 16
+ * accumulators) and each cache type spelled out, so that each one's arrays live in registers and its loads are
  * the type's. */
 #define BY_HEADS(F, ...)                  \
     (ng == 8       ? F(__VA_ARGS__, 8, 1) \
