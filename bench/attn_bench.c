@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
                 }
             for (int i = 0; i < qdim; i++) q[i] = frand(1.5f);
             for (int ki = 0; ki < 4; ki++) {
-                kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1};
+                kv_span sp = {&c, 0, q, ref, keys[ki] - 1, 1, 1, NULL};
                 kv_attend_with(&sp, scalar, 0, 1, scratch);
                 sp.out = out;
                 double best[MAX_SETS] = {INFINITY, INFINITY, INFINITY, INFINITY};

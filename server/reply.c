@@ -56,6 +56,8 @@ void errorf(route_reply *r, int status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *p = msg; *p; p++) /* what is quoted from a request (jansson's text too) stays on one line */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     route_error(r, status, msg);
 }
 

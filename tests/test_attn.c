@@ -54,13 +54,22 @@ static void rig_free(rig *r) { free(r->c.k), free(r->c.v), free(r->q), free(r->a
 static const char *const variants[] = {"avx2", "avxvnni", "avx512", "amx", "neon"};
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
-/* Runs the span with a set's entries as nth threads' calls (outputs start as NaN). */
-static void run(const kv_span *sp, float *out, const kernel_set *k, int nth, float *scratch) {
-    size_t n = (size_t)sp->nq * sp->c->n_head * sp->c->head_dim;
+/* Runs the span with a set's entries as nth threads' calls (outputs start as NaN), through a split
+ * of its keys where it has one and `split` asks for it. */
+static void run_split(const kv_span *sp, float *out, const kernel_set *k, int nth, int split, float *scratch) {
+    size_t n = (size_t)sp->nq * sp->c->n_head * sp->c->head_dim, bytes = split ? kv_split_bytes(sp) : 0;
     for (size_t i = 0; i < n; i++) out[i] = NAN;
     kv_span s = *sp;
+    kv_split ks;
+    void *mem = bytes ? malloc(bytes) : NULL;
+    REQUIRE(!bytes || mem);
+    if (mem) kv_split_init(&ks, mem, sp), s.split = &ks;
     s.out = out;
     for (int ith = 0; ith < nth; ith++) kv_attend_with(&s, k, ith, nth, scratch);
+    free(mem);
+}
+static void run(const kv_span *sp, float *out, const kernel_set *k, int nth, float *scratch) {
+    run_split(sp, out, k, nth, 1, scratch);
 }
 
 /* Every set and thread count against the scalar set, bit for bit, for the f16 arithmetic of
@@ -68,7 +77,7 @@ static void run(const kv_span *sp, float *out, const kernel_set *k, int nth, flo
 static void f16_same(rig *r, int pos0, int nq, const char *what) {
     const kv_cache *c = &r->c;
     size_t n = (size_t)nq * c->n_head * c->head_dim;
-    kv_span sp = {c, 0, r->q, NULL, pos0, nq, 1};
+    kv_span sp = {c, 0, r->q, NULL, pos0, nq, 1, NULL};
     run(&sp, r->b, kernels_variant("scalar"), 1, r->scratch);
     int finite = 1;
     for (size_t i = 0; i < n; i++) finite &= isfinite(r->b[i]) != 0;
@@ -146,7 +155,9 @@ static void attend_f16_edges(void) {
 static void attend_f32_close(void) {
     const int dims[] = {128, 64, 80, 72, 256, 8},
               heads[][2] = {{4, 2}, {8, 8}, {16, 2}, {6, 2}, {32, 1}, {40, 1}, {12, 4}, {24, 4}};
-    const int spans[][2] = {{0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}};
+    /* the last span's keys go in chunks (KV_CHUNK), which threads share through its split */
+    const int spans[][2] = {
+        {0, 1}, {0, 64}, {5, 7}, {64, 64}, {100, 33}, {200, 17}, {299, 1}, {31, 2}, {2 * KV_CHUNK + 99, 1}};
     /* quantized rows need whole blocks of 32: head sizes 8 (blocks across heads), 72 and 80 only
      * with some head counts */
     const int types[][2] = {{TYPE_F32, TYPE_F32},   {TYPE_F16, TYPE_F16},  {TYPE_Q8_0, TYPE_Q8_0},
@@ -154,16 +165,16 @@ static void attend_f32_close(void) {
     const double u = 1.0 / (1 << 24);
     for (int ty = 0; ty < 6; ty++)
         for (int d = 0; d < 6; d++)
-            for (int s = 0; s < 8; s++) {
+            for (int s = 0; s < 9; s++) {
                 int hd = dims[d], nh = heads[(s + d) % 8][0], nkv = heads[(s + d) % 8][1], pos0 = spans[s][0],
-                    nq = spans[s][1];
+                    nq = spans[s][1], n_ctx = pos0 + nq > 300 ? pos0 + nq : 300;
                 int qdim = nh * hd, kvdim = nkv * hd, tk = types[ty][0], tv = types[ty][1];
                 if (type_row_bytes((uint32_t)tk, kvdim) == 0 || type_row_bytes((uint32_t)tv, kvdim) == 0) continue;
                 rig r;
-                REQUIRE(!rig_new(&r, tk, tv, nh, nkv, hd, 300, pos0 + nq - 1, nq));
-                kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, KV_TILED_BATCH};
+                REQUIRE(!rig_new(&r, tk, tv, nh, nkv, hd, n_ctx, pos0 + nq - 1, nq));
+                kv_span sp = {&r.c, 0, r.q, NULL, pos0, nq, KV_TILED_BATCH, NULL};
                 run(&sp, r.b, kernels_variant("scalar"), 1, r.scratch);
-                double *p = malloc(300 * sizeof *p), *bound = malloc((size_t)qdim * nq * sizeof *bound);
+                double *p = malloc((size_t)n_ctx * sizeof *p), *bound = malloc((size_t)qdim * nq * sizeof *bound);
                 REQUIRE(p && bound);
                 for (int t = 0; t < nq; t++)
                     for (int h = 0; h < nh; h++) {
@@ -203,6 +214,11 @@ static void attend_f32_close(void) {
                         if (nth == 1) memcpy(one, r.a, (size_t)qdim * nq * sizeof *one);
                         CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one), "%s: %d threads differ from one",
                                k->name, nth);
+                        if (nth == 3) { /* and the same bits without a split */
+                            run_split(&sp, r.a, k, nth, 0, r.scratch);
+                            CHECKF(!memcmp(one, r.a, (size_t)qdim * nq * sizeof *one),
+                                   "%s: %d threads without a split differ", k->name, nth);
+                        }
                         double w = 0;
                         for (size_t i = 0; i < (size_t)qdim * nq; i++) {
                             double diff = fabs((double)r.a[i] - r.b[i]); /* a value may be 0: bound 0 */

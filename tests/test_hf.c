@@ -317,6 +317,22 @@ static void test_token_ids_bounded(void) {
     remove_dir(dir);
 }
 
+/* A JSON syntax error's message quotes the text near it, which may hold a newline: it stays one
+ * line (found by the fuzzer). */
+static void test_json_error_one_line(void) {
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    write_bpe_tokenizer(dir, "{\"type\":\"ByteLevel\"}", "\"a\":0");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (fp) fputs("{\"model\": \"\\\n\"}", fp), fclose(fp); /* an escape of a raw newline */
+    trit_err e = {{0}};
+    gguf_file *g = hf_vocab_open(dir, "qwen3", 0, &e);
+    CHECKF(!g && strstr(e.msg, "tokenizer.json: invalid escape") && !strchr(e.msg, '\n'), "%s", g ? "taken" : e.msg);
+    gguf_close(g);
+    remove_dir(dir);
+}
+
 /* llama.cpp's SentencePiece test vocabulary through tokenizer.json (merges ordered by score) and
  * back: the same tokens and types, and its ids on all of llama.cpp's test vectors. */
 static void test_spm_tokenizer(void) {
@@ -481,6 +497,7 @@ const test_case hf_tests[] = {
     {"spm_tokenizer", test_spm_tokenizer},
     {"pre_tokenizer_names", test_pre_tokenizer_names},
     {"token_ids_bounded", test_token_ids_bounded},
+    {"json_error_one_line", test_json_error_one_line},
     {"safetensors_strict", test_safetensors_strict},
     {"folder_strict", test_folder_strict},
     {0},

@@ -461,6 +461,11 @@ static void test_error_400_json(void) {
     const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
     CHECKF(msg && !strchr(msg, '\n'), "message: %s", msg ? msg : "(none)");
     json_decref(j);
+    /* as does jansson's text quoting a raw newline after a backslash */
+    j = post(sv, "/tokenize", "{\"content\":\"\\\n\"}", 400);
+    msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CHECKF(msg && strstr(msg, "invalid escape") && !strchr(msg, '\n'), "message: %s", msg ? msg : "(none)");
+    json_decref(j);
     check_alive(sv);
     close_server(sv);
 }

@@ -93,8 +93,9 @@ json_t *hf_json_load(const char *dir, const char *name, trit_err *err) {
     if (!fp) return NULL;
     json_t *j = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
     fclose(fp);
-    if (!j && je.line > 0) return fail(err, "%s: %s (line %d)", path, je.text, je.line), NULL;
-    if (!j) return fail(err, "%s: %s", path, je.text), NULL;
+    /* jansson's text quotes the input near the error, which may hold any byte */
+    if (!j && je.line > 0) return fail(err, "%s: %s (line %d)", path, je.text, je.line), err_one_line(err), NULL;
+    if (!j) return fail(err, "%s: %s", path, je.text), err_one_line(err), NULL;
     if (!json_is_object(j)) {
         json_decref(j);
         return fail(err, "%s: not a JSON object", path), NULL;

@@ -30,14 +30,14 @@ void kv_read(int t, const void *base, size_t at, int n, float *dst) {
     for (int i = 0; i < n; i++) dst[i] = kv_value(t, base, at + (size_t)i);
 }
 
-void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
-                    float *s, float *ms, const kv_wide_steps *w) {
+void kv_wide_run(const kv_cache *c, int il, int h, const float *q, int ng, int j0, int j1, int n_keys, float *acc,
+                 float *M, float *S, float *s, float *ms, const kv_wide_steps *w) {
     int hd = c->head_dim, kvdim = c->n_head_kv * hd, group = c->n_head / c->n_head_kv;
-    float scale = 1.0f / sqrtf((float)hd), S[WIDE_UNIT], M[WIDE_UNIT];
+    float scale = 1.0f / sqrtf((float)hd);
     memset(acc, 0, (size_t)ng * hd * sizeof *acc);
     for (int g = 0; g < ng; g++) S[g] = 0, M[g] = -INFINITY;
-    for (int j0 = 0; j0 < n_keys; j0 += WIDE_BLOCK) {
-        int n = n_keys - j0 < WIDE_BLOCK ? n_keys - j0 : WIDE_BLOCK;
+    for (; j0 < j1; j0 += WIDE_BLOCK) {
+        int n = j1 - j0 < WIDE_BLOCK ? j1 - j0 : WIDE_BLOCK;
         for (int g0 = 0, seg; g0 < ng; g0 += seg) { /* heads g0..g0+seg: those of one KV head */
             seg = group - (h + g0) % group < ng - g0 ? group - (h + g0) % group : ng - g0;
             size_t at = ((size_t)il * c->n_ctx + (size_t)j0) * kvdim + (size_t)((h + g0) / group) * hd;
@@ -48,6 +48,13 @@ void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, in
             w->block(c, at, s, ms, acc, M, S, g0, g0 + seg, n);
         }
     }
+}
+
+void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
+                    float *s, float *ms, const kv_wide_steps *w) {
+    int hd = c->head_dim;
+    float S[WIDE_UNIT], M[WIDE_UNIT];
+    kv_wide_run(c, il, h, q, ng, 0, n_keys, n_keys, acc, M, S, s, ms, w);
     for (int g = 0; g < ng; g++) {
         float inv = 1.0f / S[g];
         for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = acc[(size_t)g * hd + i] * inv;

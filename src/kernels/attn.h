@@ -51,9 +51,12 @@ typedef struct {
      * the set has none. */
     kernel_attend f16_wide;
     /* f32 arithmetic over any cache type in the same shape (a query row: decode), each key and
-     * value row read once for the heads of a pass; within float rounding of plain. Same scratch;
-     * NULL where the set has none. */
-    kernel_attend f32_wide;
+     * value row read once for the heads of a pass, over keys j0..j1-1 of n_keys (j0 a multiple of
+     * WIDE_BLOCK) and left unnormalised, as kv_wide_run: the backend combines such parts of a long
+     * cache; within float rounding of plain. scratch: 2 * WIDE_UNIT * WIDE_BLOCK floats. NULL
+     * where the set has none. */
+    void (*f32_wide)(const kv_cache *c, int il, int h, const float *q, int ng, int j0, int j1, int n_keys, float *acc,
+                     float *M, float *S, float *scratch);
     /* Causal f32 flash attention of KV head kvh's query heads, np positions from pos0 (q, out at
      * pos0, rows n_head * head_dim), in tiles of `per` positions (per * group <= FA_ROWS), up to
      * FA_TILES of them; head_dim a multiple of 16. Within float rounding of plain. scratch: see
@@ -95,19 +98,24 @@ static inline const char *kv_byte(int t, const void *base, size_t i) {
 /* The wide decode's shape, which a set's f16_wide and f32_wide fill with their steps: query heads
  * h..h+ng (ng <= WIDE_UNIT) of one KV head or several, block after block of WIDE_BLOCK keys, each
  * KV head's heads in turn, so that a block's rows of the KV heads together are read close in time
- * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time);
- * then o = acc / S. `at` is the element where the block's first row of the KV head starts.
+ * (their bytes neighbour in the cache: a long cache reads faster than one KV head at a time).
+ * `at` is the element where the block's first row of the KV head starts.
  * - scores: s[g][j] (rows WIDE_BLOCK apart) = scale * q_g · k_j for the block's keys j < n and
  *   the ng heads of a pass (kv_pass_heads); rows are fetched ahead up to avail keys of the cache,
  *   and the block's value rows too if `values`.
  * - block: the scores of heads g0..g1 (one KV head's) into their accumulators acc (rows head_dim
- *   apart), running maxima M and sums S; ms: WIDE_UNIT * WIDE_BLOCK floats for its factors. */
+ *   apart), running maxima M and sums S; ms: WIDE_UNIT * WIDE_BLOCK floats for its factors.
+ * kv_wide_run goes over keys j0..j1-1 of n_keys (j0 a multiple of WIDE_BLOCK) from an empty
+ * accumulator and leaves acc, M and S for each head (acc = Σ_j e^(s_j - M) v_j, S = Σ_j e^(s_j - M));
+ * kv_wide_decode goes over all n_keys and writes o = acc / S. */
 typedef struct {
     void (*scores)(const kv_cache *c, size_t at, int values, const float *q, int ng, int n, int avail, float scale,
                    float *s);
     void (*block)(const kv_cache *c, size_t at, float *s, float *ms, float *acc, float *M, float *S, int g0, int g1,
                   int n);
 } kv_wide_steps;
+void kv_wide_run(const kv_cache *c, int il, int h, const float *q, int ng, int j0, int j1, int n_keys, float *acc,
+                 float *M, float *S, float *s, float *ms, const kv_wide_steps *w);
 void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
                     float *s, float *ms, const kv_wide_steps *w);
 /* The heads of a pass of the wide decode's steps: 8, 6, 4, 2 or 1, the most of these within rest.

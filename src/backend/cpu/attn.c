@@ -3,6 +3,8 @@
 #include "backend/cpu/ops.h"
 #include "base/util.h"
 
+#include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 size_t kv_row_bytes(const kv_cache *c, int type) {
@@ -32,13 +34,91 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     store_row(c->type_v, v, (char *)c->v + row * kv_row_bytes(c, c->type_v), kvdim);
 }
 
+size_t kv_split_bytes(const kv_span *sp) {
+    const kv_cache *c = sp->c;
+    int n_keys = sp->pos0 + 1;
+    if (sp->nq != 1 || c->head_dim % 32 || n_keys <= KV_CHUNK || (kv_is_f16(c) && sp->batch < KV_TILED_BATCH)) return 0;
+    size_t counters = ((size_t)c->n_head * sizeof(_Atomic int) + 63) & ~(size_t)63;
+    size_t chunks = ((size_t)n_keys + KV_CHUNK - 1) / KV_CHUNK;
+    return counters + chunks * c->n_head * ((size_t)c->head_dim + 2) * sizeof(float);
+}
+
+void kv_split_init(kv_split *s, void *mem, const kv_span *sp) {
+    int nh = sp->c->n_head;
+    s->parts = mem;
+    for (int h = 0; h < nh; h++) atomic_init(&s->parts[h], 0);
+    s->part = (float *)((char *)mem + (((size_t)nh * sizeof(_Atomic int) + 63) & ~(size_t)63));
+}
+
+/* Chunk `ch` of a part's keys, for the heads g of a pass: their accumulators a (rows head_dim
+ * apart), maxima m and sums s. */
+typedef struct {
+    float *a, *m, *s;
+} kv_part;
+
+static kv_part split_part(const kv_split *sp, const kv_cache *c, int ch, int h) {
+    size_t nh = (size_t)c->n_head, hd = (size_t)c->head_dim;
+    float *base = sp->part + (size_t)ch * nh * (hd + 2);
+    return (kv_part){base + (size_t)h * hd, base + nh * hd + h, base + nh * hd + nh + h};
+}
+
+/* Folds part p into the running total t (the first part is copied): the softmax of both. */
+static void fold(int ng, int hd, int first, kv_part t, kv_part p) {
+    for (int g = 0; g < ng; g++) {
+        float *A = t.a + (size_t)g * hd;
+        const float *a = p.a + (size_t)g * hd;
+        if (first) {
+            memcpy(A, a, (size_t)hd * sizeof *A), t.m[g] = p.m[g], t.s[g] = p.s[g];
+            continue;
+        }
+        float mx = t.m[g] > p.m[g] ? t.m[g] : p.m[g], ft = expf(t.m[g] - mx), fp = expf(p.m[g] - mx);
+        for (int i = 0; i < hd; i++) A[i] = A[i] * ft + a[i] * fp;
+        t.s[g] = t.s[g] * ft + p.s[g] * fp, t.m[g] = mx;
+    }
+}
+
+static void write_out(int ng, int hd, kv_part t, float *out) {
+    for (int g = 0; g < ng; g++) {
+        float inv = 1.0f / t.s[g];
+        for (int i = 0; i < hd; i++) out[(size_t)g * hd + i] = t.a[(size_t)g * hd + i] * inv;
+    }
+}
+
+/* The f32 wide decode's scratch: a running total, a chunk's part and the set's own scratch. */
+typedef struct {
+    kv_part total, part;
+    float *own;
+    float m[2][WIDE_UNIT], s[2][WIDE_UNIT];
+} chunk_scratch;
+
+static void chunk_scratch_init(chunk_scratch *cs, float *scratch, int hd) {
+    cs->total = (kv_part){scratch, cs->m[0], cs->s[0]};
+    cs->part = (kv_part){scratch + (size_t)WIDE_UNIT * hd, cs->m[1], cs->s[1]};
+    cs->own = scratch + 2 * (size_t)WIDE_UNIT * hd;
+}
+
+static int chunk_end(int ch, int n_keys) { return n_keys - ch * KV_CHUNK < KV_CHUNK ? n_keys : (ch + 1) * KV_CHUNK; }
+
+static void run_chunk(const kernel_attn *a, const kv_cache *c, int il, int h, int ng, const float *q, int ch,
+                      int n_keys, kv_part p, float *own) {
+    a->f32_wide(c, il, h, q, ng, ch * KV_CHUNK, chunk_end(ch, n_keys), n_keys, p.a, p.m, p.s, own);
+}
+
 /* Query heads h..h+ng: ggml's f16 arithmetic (exact) or f32 arithmetic with the wide code (heads
- * of several KV heads), the set's f16 code (heads of one KV head, f16_heads at most), or f32
- * (plain) arithmetic, head by head. */
+ * of several KV heads, chunk after chunk of keys), the set's f16 code (heads of one KV head,
+ * f16_heads at most), or f32 (plain) arithmetic, head by head. */
 static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h, int ng, const float *q, int n_keys,
                          float *out, float *scratch, int exact, int wide) {
-    if (wide) (exact ? a->f16_wide : a->f32_wide)(c, il, h, q, ng, n_keys, out, scratch);
-    else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
+    if (wide && exact) a->f16_wide(c, il, h, q, ng, n_keys, out, scratch);
+    else if (wide) {
+        chunk_scratch cs;
+        chunk_scratch_init(&cs, scratch, c->head_dim);
+        for (int ch = 0; ch * KV_CHUNK < n_keys; ch++) {
+            run_chunk(a, c, il, h, ng, q, ch, n_keys, cs.part, cs.own);
+            fold(ng, c->head_dim, ch == 0, cs.total, cs.part);
+        }
+        write_out(ng, c->head_dim, cs.total, out);
+    } else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
     else
         for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
             a->plain(c, il, h + g, q, n_keys, out, scratch);
@@ -50,6 +130,27 @@ static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h,
 static int mine(int64_t done, int64_t w, int64_t total, int ith, int nth) {
     int64_t owner = (2 * done + w) * nth / (2 * total);
     return (owner < nth ? owner : nth - 1) == ith;
+}
+
+/* The chunks of query heads h..h+ng that are thread ith's, through the split: each into its part,
+ * and the thread that adds the head's last part folds them all, in order. */
+static void attend_split(const kernel_attn *a, const kv_span *sp, int h, int ng, float *scratch, int ith, int nth,
+                         int64_t *done, int64_t total) {
+    const kv_cache *c = sp->c;
+    int hd = c->head_dim, n_keys = sp->pos0 + 1, nc = (n_keys + KV_CHUNK - 1) / KV_CHUNK, mine_n = 0;
+    const float *q = sp->q + (size_t)h * hd;
+    chunk_scratch cs;
+    chunk_scratch_init(&cs, scratch, hd);
+    for (int ch = 0; ch < nc; ch++) {
+        int64_t w = (int64_t)ng * (chunk_end(ch, n_keys) - ch * KV_CHUNK);
+        if (mine(*done, w, total, ith, nth))
+            run_chunk(a, c, sp->il, h, ng, q, ch, n_keys, split_part(sp->split, c, ch, h), cs.own), mine_n++;
+        *done += w;
+    }
+    /* the parts written before the count (release) are seen by the thread whose count ends it */
+    if (!mine_n || atomic_fetch_add_explicit(&sp->split->parts[h], mine_n, memory_order_acq_rel) + mine_n != nc) return;
+    for (int ch = 0; ch < nc; ch++) fold(ng, hd, ch == 0, cs.total, split_part(sp->split, c, ch, h));
+    write_out(ng, hd, cs.total, sp->out + (size_t)h * hd);
 }
 
 /* Work of tile i (per positions a tile): its rows times the keys of its last row. */
@@ -96,11 +197,16 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
      * one query head otherwise. A head's result does not depend on the heads it goes with. */
     int kv_share = (c->n_head_kv + nth - 1) / nth;
     int per_unit = wide ? (group * kv_share < WIDE_UNIT ? group * kv_share : WIDE_UNIT) : exact ? a->f16_heads : 1;
+    int split = wide && !exact && sp->split && kv_split_bytes(sp);
     int64_t total = (int64_t)nh * sp->nq * (sp->pos0 + 1) + (int64_t)nh * sp->nq * (sp->nq - 1) / 2, done = 0;
     for (int t = 0; t < sp->nq; t++)
         for (int h = 0; h < nh;) {
             int rest = wide ? nh - h : group - h % group, ng = rest < per_unit ? rest : per_unit,
                 n_keys = sp->pos0 + t + 1;
+            if (split) {
+                attend_split(a, sp, h, ng, scratch, ith, nth, &done, total), h += ng;
+                continue;
+            }
             if (mine(done, (int64_t)ng * n_keys, total, ith, nth)) {
                 size_t at = (size_t)t * qdim + (size_t)h * hd;
                 attend_heads(a, c, sp->il, h, ng, sp->q + at, n_keys, sp->out + at, scratch, exact, wide);

@@ -30,13 +30,30 @@ void kv_shift(const kv_cache *c, const hparams *hp, int n_keep, int n_discard, i
  * row t attends to keys 0..pos0+t with softmax(q · K / sqrt(head_dim)) · V. q, out: [nq][n_head *
  * head_dim]. batch: tokens of the evaluation these rows belong to (an f16 cache below
  * KV_TILED_BATCH takes ggml's f16 arithmetic, bit for bit; else f32 arithmetic). */
+typedef struct kv_split kv_split;
 typedef struct {
     const kv_cache *c;
     int il;
     const float *q;
     float *out;
     int pos0, nq, batch;
+    kv_split *split; /* NULL, or where threads share a decode row's keys (kv_split_init) */
 } kv_span;
+
+/* A query row in f32 arithmetic goes over its keys in chunks of KV_CHUNK, each from an empty
+ * accumulator, and combines the chunks in order: the same bits however they are computed. Without
+ * a split each thread takes whole heads, their chunks in turn; with one, threads may also share a
+ * head's chunks (a cache of few KV heads on many threads), each part is left in the split and the
+ * thread that finishes a head's last part combines them. */
+#define KV_CHUNK 1024 /* a multiple of WIDE_BLOCK */
+struct kv_split {
+    _Atomic int *parts; /* [n_head] parts of a head done, counted at its group's first head */
+    float *part; /* [chunks][n_head][head_dim + 2]: each chunk's accumulator, maximum and sum */
+};
+/* Bytes of the split of span sp (0: its keys are not split), and the split in mem, which holds
+ * that many bytes, 8-byte aligned (its counters zeroed). */
+size_t kv_split_bytes(const kv_span *sp);
+void kv_split_init(kv_split *s, void *mem, const kv_span *sp);
 
 /* Floats of scratch per thread that kv_attend needs for a context of n_ctx positions. */
 size_t kv_attend_scratch(int n_ctx, int head_dim);

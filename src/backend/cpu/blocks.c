@@ -29,6 +29,7 @@ typedef struct {
     int slot, nb;
     const float *q;
     float *att;
+    kv_split *split[EXEC_ROWS]; /* by a span's first row: where its keys may be shared, or NULL */
 } attend_job;
 
 /* Rows from t on that continue row t's evaluation at consecutive positions: a span of attention. */
@@ -40,26 +41,45 @@ static int span_rows(const backend_row *rows, int t, int nb) {
     return n;
 }
 
+static kv_span span_at(const attend_job *j, int t, int n) {
+    size_t qdim = (size_t)j->e->m->hp.n_head * j->e->m->hp.head_dim;
+    const backend_row *r = &j->e->rows[t];
+    return (kv_span){
+        &row_state(j->e, t)->kv, j->slot, j->q + t * qdim, j->att + t * qdim, r->pos, n, r->n_eval, j->split[t]};
+}
+
 static void attend_worker(void *arg, int ith, int nth) {
     const attend_job *j = arg;
-    const backend_row *rows = j->e->rows;
-    size_t qdim = (size_t)j->e->m->hp.n_head * j->e->m->hp.head_dim;
     float *scratch = j->e->scores + (size_t)ith * j->e->scores_per_thread;
     for (int t = 0, n; t < j->nb; t += n) {
-        n = span_rows(rows, t, j->nb);
-        kv_span sp = {&row_state(j->e, t)->kv, j->slot, j->q + t * qdim, j->att + t * qdim, rows[t].pos, n,
-                      rows[t].n_eval};
+        n = span_rows(j->e->rows, t, j->nb);
+        kv_span sp = span_at(j, t, n);
         kv_attend(&sp, ith, nth, scratch);
     }
 }
 
 void attend(exec *e, int slot, const float *q, float *att, int nb) {
-    attend_job j = {e, slot, nb, q, att};
+    attend_job j = {e, slot, nb, q, att, {NULL}};
     const hparams *hp = &e->m->hp;
+    kv_split splits[EXEC_ROWS];
+    const cpu_state *used[EXEC_ROWS];
     int64_t keys = 0;
     for (int t = 0; t < nb; t++) keys += e->rows[t].pos + 1;
-    if (keys * hp->n_head * hp->head_dim < (1 << 16)) attend_worker(&j, 0, 1);
-    else pool_run(e->mm.pool, attend_worker, &j);
+    if (keys * hp->n_head * hp->head_dim < (1 << 16)) {
+        attend_worker(&j, 0, 1);
+        return;
+    }
+    /* a decode row's keys go through its state's split (a state's second span in one pass has none) */
+    for (int t = 0, n, nu = 0; t < nb; t += n) {
+        n = span_rows(e->rows, t, nb);
+        kv_span sp = span_at(&j, t, n);
+        cpu_state *st = row_state(e, t);
+        int seen = 0;
+        for (int i = 0; i < nu; i++) seen |= used[i] == st;
+        if (seen || !kv_split_bytes(&sp)) continue;
+        kv_split_init(&splits[t], st->e.split, &sp), j.split[t] = &splits[t], used[nu++] = st;
+    }
+    pool_run(e->mm.pool, attend_worker, &j);
 }
 
 void store_kv(exec *e, int slot, int t, const float *k, const float *v) {

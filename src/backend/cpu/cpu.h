@@ -48,6 +48,7 @@ struct exec {
     float *xr; /* [rows][widest input]: rotated inputs of folded weights */
     float *ab; /* [2][rows][ssm_n_v]: GDN alpha and beta projections */
     float *scores; /* per thread: scores_per_thread floats */
+    float *split; /* kv_split_bytes of a decode row of this state at its last position */
     float *logits; /* [EXEC_LOGIT_ROWS][n_vocab]: logits of rows whose outputs are not adjacent */
     size_t scores_per_thread;
     int max_ctx; /* longest context the scores scratch serves */

@@ -36,6 +36,9 @@ static void layout_exec(exec *e, const hparams *hp, int n_ctx, int nth, float *b
     size_t gdn = hp->n_recurrent ? nb * (3 + 3 * d + 2 * nb) : 0;
     e->scores_per_thread = (max3(kv_attend_scratch(n_ctx, hp->head_dim), inner, gdn) + 15) & ~(size_t)15;
     e->scores = carve(base, cur, e->scores_per_thread * (size_t)nth);
+    kv_cache shape = {.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim};
+    kv_span longest = {.c = &shape, .pos0 = n_ctx - 1, .nq = 1, .batch = 1}; /* a decode row at the last position */
+    e->split = carve(base, cur, (kv_split_bytes(&longest) + 3) / 4);
     e->logits = carve(base, cur, (size_t)EXEC_LOGIT_ROWS * hp->n_vocab);
     e->mm.widest = (int64_t)widest_in;
     e->mm.act_bytes = matmul_act_bytes((int64_t)widest_in, EXEC_ROWS);

@@ -327,11 +327,10 @@ static void f32_block(const kv_cache *c, size_t at, float *s, float *alpha, floa
 }
 
 /* f32 arithmetic over any cache type: the f32 query, exponentials by exp_nonpos. */
-static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o,
-                              float *scratch) {
-    float *acc = scratch, *s = acc + (size_t)ng * c->head_dim, *alpha = s + WIDE_UNIT * WIDE_BLOCK;
+static void attend_f32_avx512(const kv_cache *c, int il, int h, const float *q, int ng, int j0, int j1, int n_keys,
+                              float *acc, float *M, float *S, float *scratch) {
     static const kv_wide_steps steps = {wide_scores_pass, f32_block};
-    kv_wide_decode(c, il, h, q, ng, n_keys, o, acc, s, alpha, &steps);
+    kv_wide_run(c, il, h, q, ng, j0, j1, n_keys, acc, M, S, scratch, scratch + WIDE_UNIT * WIDE_BLOCK, &steps);
 }
 
 /* ---- causal prompt attention, flash style, with AVX-512 ----
