@@ -50,14 +50,18 @@ void route_error(route_reply *r, int status, const char *msg) {
     reply_json(r, status, error_obj(status, error_type(status), msg));
 }
 
+void one_line(char *msg) {
+    for (; *msg; msg++)
+        if ((unsigned char)*msg < 0x20 || *msg == 0x7f) *msg = '?';
+}
+
 void errorf(route_reply *r, int status, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p; p++) /* what is quoted from a request (jansson's text too) stays on one line */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    one_line(msg); /* what is quoted from a request (jansson's text too) */
     route_error(r, status, msg);
 }
 

@@ -20,8 +20,7 @@ static int bad(perr *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->err, e->errlen, fmt, ap);
     va_end(ap);
-    for (char *p = e->err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    one_line(e->err);
     return -1;
 }
 

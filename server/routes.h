@@ -30,7 +30,9 @@ void reply_json(route_reply *r, int status, json_t *j);
 json_t *error_obj(int status, const char *type, const char *msg);
 /* An error reply in Anthropic's shape as well: "type": "error" beside llama-server's "error". */
 void anthropic_error(route_reply *r);
-/* route_error with a formatted message. */
+/* Replaces control bytes in msg with '?': a message quoting a request stays one line. */
+void one_line(char *msg);
+/* route_error with a formatted message (one_line). */
 void errorf(route_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A JSON string of s (NULL reads as ""), invalid UTF-8 replaced by U+FFFD. */
 json_t *jstr(const char *s);

@@ -34,20 +34,22 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
     store_row(c->type_v, v, (char *)c->v + row * kv_row_bytes(c, c->type_v), kvdim);
 }
 
+/* The split's counters, rounded to a cache line: its parts follow. */
+static size_t split_counters(int n_head) { return ((size_t)n_head * sizeof(_Atomic int) + 63) & ~(size_t)63; }
+
 size_t kv_split_bytes(const kv_span *sp) {
     const kv_cache *c = sp->c;
     int n_keys = sp->pos0 + 1;
     if (sp->nq != 1 || c->head_dim % 32 || n_keys <= KV_CHUNK || (kv_is_f16(c) && sp->batch < KV_TILED_BATCH)) return 0;
-    size_t counters = ((size_t)c->n_head * sizeof(_Atomic int) + 63) & ~(size_t)63;
     size_t chunks = ((size_t)n_keys + KV_CHUNK - 1) / KV_CHUNK;
-    return counters + chunks * c->n_head * ((size_t)c->head_dim + 2) * sizeof(float);
+    return split_counters(c->n_head) + chunks * c->n_head * ((size_t)c->head_dim + 2) * sizeof(float);
 }
 
 void kv_split_init(kv_split *s, void *mem, const kv_span *sp) {
     int nh = sp->c->n_head;
     s->parts = mem;
     for (int h = 0; h < nh; h++) atomic_init(&s->parts[h], 0);
-    s->part = (float *)((char *)mem + (((size_t)nh * sizeof(_Atomic int) + 63) & ~(size_t)63));
+    s->part = (float *)((char *)mem + split_counters(nh));
 }
 
 /* Chunk `ch` of a part's keys, for the heads g of a pass: their accumulators a (rows head_dim
