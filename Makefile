@@ -176,12 +176,14 @@ bench-burst: all
 	BENCH_MODE=burst TRIT_BIN=$(BUILD)/trit node bench/serve_load.mjs $(BENCH_MODEL)
 
 # The fuzz targets link a library built by clang with the sanitizers and libFuzzer's coverage
-# (per-file ISA flags kept, so the kernel files build as in every other build).
+# (per-file ISA flags kept, so the kernel files build as in every other build; the kernels
+# and the backend go uncounted, fuzz/coverage_ignore.txt).
 FUZZ_BUILD := build/fuzzlib
 FUZZ_CC    := clang $(CFLAGS_COMMON) $(INC) -O1 -g -fsanitize=fuzzer,address,undefined
 .PHONY: fuzz-lib
 fuzz-lib:
-	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" \
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang \
+		OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fsanitize-coverage-ignorelist=fuzz/coverage_ignore.txt" \
 		$(FUZZ_BUILD)/libtrit-internal.a $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
 # Every target is fuzz/fuzz_NAME.c linked with that library and the server's objects (kept after
