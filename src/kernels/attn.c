@@ -52,9 +52,12 @@ void kv_wide_run(const kv_cache *c, int il, int h, const float *q, int ng, int j
 
 void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
                     float *s, float *ms, const kv_wide_steps *w) {
-    int hd = c->head_dim;
     float S[WIDE_UNIT], M[WIDE_UNIT];
     kv_wide_run(c, il, h, q, ng, 0, n_keys, n_keys, acc, M, S, s, ms, w);
+    kv_normalise(ng, c->head_dim, acc, S, o);
+}
+
+void kv_normalise(int ng, int hd, const float *acc, const float *S, float *o) {
     for (int g = 0; g < ng; g++) {
         float inv = 1.0f / S[g];
         for (int i = 0; i < hd; i++) o[(size_t)g * hd + i] = acc[(size_t)g * hd + i] * inv;

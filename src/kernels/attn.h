@@ -118,6 +118,8 @@ void kv_wide_run(const kv_cache *c, int il, int h, const float *q, int ng, int j
                  float *M, float *S, float *s, float *ms, const kv_wide_steps *w);
 void kv_wide_decode(const kv_cache *c, int il, int h, const float *q, int ng, int n_keys, float *o, float *acc,
                     float *s, float *ms, const kv_wide_steps *w);
+/* o = acc / S for heads 0..ng-1 (rows of acc and o head_dim apart). */
+void kv_normalise(int ng, int hd, const float *acc, const float *S, float *o);
 /* The heads of a pass of the wide decode's steps: 8, 6, 4, 2 or 1, the most of these within rest.
  * Each pass converts a block's rows once, so the fewer passes the better. */
 static inline int kv_pass_heads(int rest) { return rest >= 8 ? 8 : rest >= 6 ? 6 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1; }

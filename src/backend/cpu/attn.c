@@ -37,10 +37,16 @@ void kv_store(kv_cache *c, int il, int pos, const float *k, const float *v) {
 /* The split's counters, rounded to a cache line: its parts follow. */
 static size_t split_counters(int n_head) { return ((size_t)n_head * sizeof(_Atomic int) + 63) & ~(size_t)63; }
 
+/* ggml's f16 arithmetic: an f16 cache below the batch that ggml tiles. */
+static int exact_f16(const kv_span *sp) { return kv_is_f16(sp->c) && sp->batch < KV_TILED_BATCH; }
+
+/* A query row in f32 arithmetic whose heads the wide code can serve (whether the set has it aside). */
+static int f32_wide_row(const kv_span *sp) { return sp->nq == 1 && sp->c->head_dim % 32 == 0 && !exact_f16(sp); }
+
 size_t kv_split_bytes(const kv_span *sp) {
     const kv_cache *c = sp->c;
     int n_keys = sp->pos0 + 1;
-    if (sp->nq != 1 || c->head_dim % 32 || n_keys <= KV_CHUNK || (kv_is_f16(c) && sp->batch < KV_TILED_BATCH)) return 0;
+    if (!f32_wide_row(sp) || n_keys <= KV_CHUNK) return 0;
     size_t chunks = ((size_t)n_keys + KV_CHUNK - 1) / KV_CHUNK;
     return split_counters(c->n_head) + chunks * c->n_head * ((size_t)c->head_dim + 2) * sizeof(float);
 }
@@ -79,13 +85,6 @@ static void fold(int ng, int hd, int first, kv_part t, kv_part p) {
     }
 }
 
-static void write_out(int ng, int hd, kv_part t, float *out) {
-    for (int g = 0; g < ng; g++) {
-        float inv = 1.0f / t.s[g];
-        for (int i = 0; i < hd; i++) out[(size_t)g * hd + i] = t.a[(size_t)g * hd + i] * inv;
-    }
-}
-
 /* The f32 wide decode's scratch: a running total, a chunk's part and the set's own scratch. */
 typedef struct {
     kv_part total, part;
@@ -119,7 +118,7 @@ static void attend_heads(const kernel_attn *a, const kv_cache *c, int il, int h,
             run_chunk(a, c, il, h, ng, q, ch, n_keys, cs.part, cs.own);
             fold(ng, c->head_dim, ch == 0, cs.total, cs.part);
         }
-        write_out(ng, c->head_dim, cs.total, out);
+        kv_normalise(ng, c->head_dim, cs.total.a, cs.total.s, out);
     } else if (exact) a->f16(c, il, h, q, ng, n_keys, out, scratch);
     else
         for (int g = 0; g < ng; g++, q += c->head_dim, out += c->head_dim)
@@ -152,7 +151,7 @@ static void attend_split(const kernel_attn *a, const kv_span *sp, int h, int ng,
     /* the parts written before the count (release) are seen by the thread whose count ends it */
     if (!mine_n || atomic_fetch_add_explicit(&sp->split->parts[h], mine_n, memory_order_acq_rel) + mine_n != nc) return;
     for (int ch = 0; ch < nc; ch++) fold(ng, hd, ch == 0, cs.total, split_part(sp->split, c, ch, h));
-    write_out(ng, hd, cs.total, sp->out + (size_t)h * hd);
+    kv_normalise(ng, hd, cs.total.a, cs.total.s, sp->out + (size_t)h * hd);
 }
 
 /* Work of tile i (per positions a tile): its rows times the keys of its last row. */
@@ -165,11 +164,11 @@ void kv_attend_with(const kv_span *sp, const kernel_set *k, int ith, int nth, fl
     const kv_cache *c = sp->c;
     const kernel_attn *a = &k->attn;
     int hd = c->head_dim, nh = c->n_head, group = nh / c->n_head_kv, qdim = nh * hd;
-    int exact = kv_is_f16(c) && sp->batch < KV_TILED_BATCH;
+    int exact = exact_f16(sp);
     /* a query row (decode) in f32 arithmetic: the wide code reads each row once for its KV head's
      * heads, as the tiles do, without their 32-row shape; without it, over a short cache, head by
      * head sets up less than a tile */
-    int wide = hd % 32 == 0 && (exact ? a->f16_wide != NULL : a->f32_wide && sp->nq == 1);
+    int wide = exact ? hd % 32 == 0 && a->f16_wide : a->f32_wide && f32_wide_row(sp);
     int short_single = sp->nq == 1 && sp->pos0 + 1 < FA_MIN_SINGLE_KEYS;
     if (a->fa_tiles && !exact && !wide && !short_single && hd % 16 == 0 && group <= FA_ROWS) {
         /* units: a tile of one KV head, KV head after KV head; a thread's tiles of one KV head
