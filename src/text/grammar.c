@@ -334,6 +334,15 @@ typedef struct {
     uint32_t id;
 } sym;
 
+/* The item of the last *, + or ? as it was before it, its place r[start..end) and the
+ * operator, while nothing follows it: a second operator repeats the item anew (repeat_again). */
+typedef struct {
+    gel *item;
+    uint32_t n, start, end;
+    const rvec *r;
+    uint64_t min, max, n_prev;
+} last_rep;
+
 typedef struct {
     const char *src;
     rvec *rules;
@@ -347,6 +356,7 @@ typedef struct {
     const vocab *v;
     trit_err *err;
     int failed;
+    last_rep last;
 } parser;
 
 static void perr(parser *P, const char *pos, const char *what) {
@@ -586,9 +596,29 @@ static int repeat(parser *P, const char *pos, rvec *r, uint32_t start, uint64_t 
         last = id;
     }
     if (!rc && n_opt > 0) rc = rpush(P, r, G_REF, (uint32_t)last);
+    free(P->last.item), P->last = (last_rep){0};
+    if (!rc && min <= 1 && (max == 1 || no_max)) /* *, + or ? */
+        P->last = (last_rep){prev, plen, start, r->n, r, min, max, *n_prev}, prev = NULL;
     free(prev);
     *n_prev *= total;
     return rc;
+}
+
+/* x op1 op2, both of *, + and ?, is x with one operator of the same language ((x+)+ = x+,
+ * (x?)? = x?, any other pair x*): nested loops over one item would multiply the stacks that
+ * match a character with every operator. Restores x in r when the pair applies, and sets the
+ * operator to use. */
+static int repeat_again(parser *P, rvec *r, uint32_t start, uint64_t *n_prev, uint64_t *min, uint64_t *max) {
+    int simple = *min <= 1 && (*max == 1 || *max == UINT64_MAX);
+    if (!simple || !P->last.item || P->last.r != r || P->last.start != start || P->last.end != r->n) return 0;
+    *min = *min == 1 && P->last.min == 1;
+    *max = *max == 1 && P->last.max == 1 ? 1 : UINT64_MAX;
+    P->total -= r->n - start;
+    r->n = start;
+    *n_prev = P->last.n_prev;
+    for (uint32_t j = 0; j < P->last.n; j++)
+        if (rpush(P, r, P->last.item[j].type, P->last.item[j].value)) return -1;
+    return 0;
 }
 
 static const char *parse_sequence(parser *P, const char *p, const char *rule_name, rvec *r, int nested) {
@@ -596,6 +626,7 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
     uint64_t n_prev = 1;
     while (*p) {
         const char *at = p;
+        if (*p != '*' && *p != '+' && *p != '?' && *p != '{') P->last.r = NULL; /* another item, or the end */
         if (*p == '"') {
             p++;
             start = r->n, n_prev = 1;
@@ -653,7 +684,9 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
         } else if (*p == '*' || *p == '+' || *p == '?') {
             char op = *p;
             p = skip_space(p + 1, nested);
-            if (repeat(P, at, r, start, &n_prev, rule_name, op == '+', op == '?' ? 1 : UINT64_MAX)) return NULL;
+            uint64_t min = op == '+', max = op == '?' ? 1 : UINT64_MAX;
+            if (repeat_again(P, r, start, &n_prev, &min, &max) || repeat(P, at, r, start, &n_prev, rule_name, min, max))
+                return NULL;
         } else if (*p == '{') {
             uint64_t min, max = UINT64_MAX;
             p = skip_space(p + 1, nested);
@@ -673,7 +706,8 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
             if (min > MAX_REP) return perr(P, at, "repetition count exceeds 2000"), NULL;
             if (max != UINT64_MAX && max > MAX_REP) max = UINT64_MAX;
             if (max != UINT64_MAX && max < min) return perr(P, at, "repetition maximum below its minimum"), NULL;
-            if (repeat(P, at, r, start, &n_prev, rule_name, min, max)) return NULL;
+            if (repeat_again(P, r, start, &n_prev, &min, &max) || repeat(P, at, r, start, &n_prev, rule_name, min, max))
+                return NULL;
         } else break;
     }
     return p;
@@ -974,7 +1008,7 @@ oom:
 done:
     for (uint32_t i = 0; i < P.n_rules; i++) free(P.rules[i].e);
     for (uint32_t i = 0; i < P.n_syms; i++) free(P.syms[i].name);
-    free(P.rules), free(P.syms), free(P.names), free(src);
+    free(P.rules), free(P.syms), free(P.names), free(P.last.item), free(src);
     if (P.failed) {
         err_one_line(err);
         if (g) grammar_free(g);
