@@ -335,12 +335,14 @@ typedef struct {
 } sym;
 
 /* The item of the last *, + or ? as it was before it, its place r[start..end) and the
- * operator, while nothing follows it: a second operator repeats the item anew (repeat_again). */
+ * operator, while nothing follows it: a second operator repeats the item anew (repeat_again).
+ * group: 1 + the rule of a group just closed whose one alternative is that repetition. */
 typedef struct {
     gel *item;
     uint32_t n, start, end;
     const rvec *r;
     uint64_t min, max, n_prev;
+    uint32_t group;
 } last_rep;
 
 typedef struct {
@@ -598,7 +600,7 @@ static int repeat(parser *P, const char *pos, rvec *r, uint32_t start, uint64_t 
     if (!rc && n_opt > 0) rc = rpush(P, r, G_REF, (uint32_t)last);
     free(P->last.item), P->last = (last_rep){0};
     if (!rc && min <= 1 && (max == 1 || no_max)) /* *, + or ? */
-        P->last = (last_rep){prev, plen, start, r->n, r, min, max, *n_prev}, prev = NULL;
+        P->last = (last_rep){prev, plen, start, r->n, r, min, max, *n_prev, 0}, prev = NULL;
     free(prev);
     *n_prev *= total;
     return rc;
@@ -626,7 +628,7 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
     uint64_t n_prev = 1;
     while (*p) {
         const char *at = p;
-        if (*p != '*' && *p != '+' && *p != '?' && *p != '{') P->last.r = NULL; /* another item, or the end */
+        if (*p != '*' && *p != '+' && *p != '?' && *p != '{' && *p != ')') P->last.r = NULL; /* another item */
         if (*p == '"') {
             p++;
             start = r->n, n_prev = 1;
@@ -674,7 +676,13 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
             P->nest--;
             n_prev = P->n_syms - before > 1 ? P->n_syms - before : 1;
             start = r->n;
-            if (rpush(P, r, G_REF, (uint32_t)id)) return NULL;
+            if (P->last.group == id + 1) { /* (x+): its elements here, so that an operator after it meets x+ */
+                const gel *b = P->rules[id].e;
+                for (uint32_t j = 0; b[j].type != G_END; j++)
+                    if (rpush(P, r, b[j].type, b[j].value)) return NULL;
+                P->last.r = r, P->last.start = start, P->last.end = r->n;
+            } else if (rpush(P, r, G_REF, (uint32_t)id)) return NULL;
+            P->last.group = 0;
             if (*p != ')') return perr(P, p, "expecting ')'"), NULL;
             p = skip_space(p + 1, nested);
         } else if (*p == '.') {
@@ -716,10 +724,13 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
 static const char *parse_alternates(parser *P, const char *p, const char *rule_name, uint32_t id, int nested) {
     rvec r = {0};
     p = parse_sequence(P, p, rule_name, &r, nested);
+    /* a group that is one repetition, (x+), lends its item to an operator after it */
+    int one = p && *p == ')' && P->last.r == &r && P->last.start == 0 && P->last.end == r.n;
     while (p && *p == '|') {
         if (rpush(P, &r, G_ALT, 0)) p = NULL;
         else p = parse_sequence(P, skip_space(p + 1, 1), rule_name, &r, nested);
     }
+    P->last.r = NULL, P->last.group = one ? id + 1 : 0;
     if (!p || rpush(P, &r, G_END, 0) || add_rule(P, id, &r)) return free(r.e), NULL;
     return p;
 }
