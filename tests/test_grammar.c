@@ -2,12 +2,12 @@
  * grammars/ files, the token mask against the one-token test, UTF-8 across tokens, end of
  * generation, bounds, and sampling under a grammar on stories260K. */
 #include "test.h"
+#include "tok_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
 #include "text/grammar.h"
 #include "text/tokenizer.h"
 #include "trit.h"
@@ -356,10 +356,8 @@ static void test_sampling(void) {
  * characters, and the text's own tokens pass. */
 static void test_mask_qwen(void) {
     trit_err e = {{0}};
-    gguf_file *f = gguf_open(shared_path("data/vocab/ggml-vocab-qwen2.gguf"), 1, &e);
-    vocab *v = f ? vocab_load(f, &e) : NULL;
-    if (f) gguf_close(f);
-    REQUIREF(v, "%s", e.msg);
+    vocab *v = load_vocab("data/vocab/ggml-vocab-qwen2.gguf");
+    REQUIRE(v);
     size_t size;
     char *json = read_file("tests/data/grammar/json.gbnf", &size);
     const char *gtext[] = {json ? json : "", "root ::= [^\\n]* \"。\"",
@@ -393,10 +391,8 @@ static void test_mask_qwen(void) {
  * (found by fuzz_http, in a completion's grammar; 25-90 s in eight groups). */
 static void test_nested_operators(void) {
     trit_err e = {{0}};
-    gguf_file *f = gguf_open(shared_path("data/vocab/ggml-vocab-qwen2.gguf"), 1, &e);
-    vocab *v = f ? vocab_load(f, &e) : NULL;
-    if (f) gguf_close(f);
-    REQUIREF(v, "%s", e.msg);
+    vocab *v = load_vocab("data/vocab/ggml-vocab-qwen2.gguf");
+    REQUIRE(v);
     char plus[64];
     memset(plus, '+', 50), plus[50] = 0;
     char nested[4][256];

@@ -628,7 +628,6 @@ static const char *parse_sequence(parser *P, const char *p, const char *rule_nam
     uint64_t n_prev = 1;
     while (*p) {
         const char *at = p;
-        if (*p != '*' && *p != '+' && *p != '?' && *p != '{' && *p != ')') P->last.r = NULL; /* another item */
         if (*p == '"') {
             p++;
             start = r->n, n_prev = 1;
